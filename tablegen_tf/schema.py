@@ -55,11 +55,16 @@ class Record:
 
 @dataclasses.dataclass
 class TableExample:
-    """One example: a table, its target tokens and metadata."""
+    """One example: a table (stored column-wise for speed), its target and metadata."""
 
     example_id: str
     source: str  # "path:line" of the input row(s)
-    records: List[Record]
+    fields: List[str] = dataclasses.field(default_factory=list)
+    values: List[str] = dataclasses.field(default_factory=list)
+    pos_start: List[int] = dataclasses.field(default_factory=list)
+    pos_end: List[int] = dataclasses.field(default_factory=list)
+    entities: List[str] = dataclasses.field(default_factory=list)
+    groups: List[str] = dataclasses.field(default_factory=list)
     target_tokens: List[str] = dataclasses.field(default_factory=list)
     # copy_alignment[t] = indices of the records whose value equals target token t
     copy_alignment: List[List[int]] = dataclasses.field(default_factory=list)
@@ -67,33 +72,61 @@ class TableExample:
     references: List[str] = dataclasses.field(default_factory=list)  # raw texts
     reference_tokens: List[str] = dataclasses.field(default_factory=list)  # space-joined
 
+    def add_field(self, field: str, value_tokens: Sequence[str], entity: str = "", group: str = "") -> None:
+        """Appends one record per value token with Lebret's p+ and p-."""
+        n = len(value_tokens)
+        self.fields.extend([field] * n)
+        self.values.extend(value_tokens)
+        self.pos_start.extend(range(1, n + 1))
+        self.pos_end.extend(range(n, 0, -1))
+        self.entities.extend([entity] * n)
+        self.groups.extend([group] * n)
+
+    @property
+    def records(self) -> List[Record]:
+        return [
+            Record(*columns)
+            for columns in zip(self.fields, self.values, self.pos_start, self.pos_end, self.entities, self.groups)
+        ]
+
+    @classmethod
+    def from_records(cls, example_id: str, source: str, records: Sequence[Record], **kwargs) -> "TableExample":
+        example = cls(example_id, source, **kwargs)
+        for r in records:
+            example.fields.append(r.field)
+            example.values.append(r.value)
+            example.pos_start.append(r.pos_start)
+            example.pos_end.append(r.pos_end)
+            example.entities.append(r.entity)
+            example.groups.append(r.group)
+        return example
+
     def to_tf_example(self) -> tf.train.Example:
-        def _bytes(values: Sequence[str]) -> tf.train.Feature:
-            return tf.train.Feature(
-                bytes_list=tf.train.BytesList(value=[v.encode("utf-8") for v in values])
-            )
-
-        def _ints(values: Sequence[int]) -> tf.train.Feature:
-            return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-        records = self.records
-        feature = {
-            EXAMPLE_ID: _bytes([self.example_id]),
-            SOURCE: _bytes([self.source]),
-            RECORD_FIELD: _bytes([r.field for r in records]),
-            RECORD_VALUE: _bytes([r.value for r in records]),
-            RECORD_POS_START: _ints([r.pos_start for r in records]),
-            RECORD_POS_END: _ints([r.pos_end for r in records]),
-            RECORD_ENTITY: _bytes([r.entity for r in records]),
-            RECORD_GROUP: _bytes([r.group for r in records]),
-            TARGET_TOKENS: _bytes(self.target_tokens),
-            COPY_INDICES: _ints([i for row in self.copy_alignment for i in row]),
-            COPY_ROW_LENGTHS: _ints([len(row) for row in self.copy_alignment]),
-            CONTENT_PLAN: _ints(self.content_plan),
-            REFERENCES: _bytes(self.references),
-            REFERENCE_TOKENS: _bytes(self.reference_tokens),
+        example = tf.train.Example()
+        feature = example.features.feature
+        strings = {
+            EXAMPLE_ID: [self.example_id],
+            SOURCE: [self.source],
+            RECORD_FIELD: self.fields,
+            RECORD_VALUE: self.values,
+            RECORD_ENTITY: self.entities,
+            RECORD_GROUP: self.groups,
+            TARGET_TOKENS: self.target_tokens,
+            REFERENCES: self.references,
+            REFERENCE_TOKENS: self.reference_tokens,
         }
-        return tf.train.Example(features=tf.train.Features(feature=feature))
+        ints = {
+            RECORD_POS_START: self.pos_start,
+            RECORD_POS_END: self.pos_end,
+            COPY_INDICES: [i for row in self.copy_alignment for i in row],
+            COPY_ROW_LENGTHS: [len(row) for row in self.copy_alignment],
+            CONTENT_PLAN: self.content_plan,
+        }
+        for key, values in strings.items():
+            feature[key].bytes_list.value.extend([v.encode("utf-8") for v in values])
+        for key, values in ints.items():
+            feature[key].int64_list.value.extend(values)
+        return example
 
     def serialize(self) -> bytes:
         return self.to_tf_example().SerializeToString()
@@ -108,14 +141,6 @@ class TableExample:
         def _ints(key: str) -> List[int]:
             return list(feature[key].int64_list.value)
 
-        fields = _strings(RECORD_FIELD)
-        values = _strings(RECORD_VALUE)
-        starts, ends = _ints(RECORD_POS_START), _ints(RECORD_POS_END)
-        entities, groups = _strings(RECORD_ENTITY), _strings(RECORD_GROUP)
-        records = [
-            Record(f, v, s, e, n, g)
-            for f, v, s, e, n, g in zip(fields, values, starts, ends, entities, groups)
-        ]
         flat, lengths = _ints(COPY_INDICES), _ints(COPY_ROW_LENGTHS)
         alignment, offset = [], 0
         for length in lengths:
@@ -124,7 +149,12 @@ class TableExample:
         return cls(
             example_id=_strings(EXAMPLE_ID)[0],
             source=_strings(SOURCE)[0],
-            records=records,
+            fields=_strings(RECORD_FIELD),
+            values=_strings(RECORD_VALUE),
+            pos_start=_ints(RECORD_POS_START),
+            pos_end=_ints(RECORD_POS_END),
+            entities=_strings(RECORD_ENTITY),
+            groups=_strings(RECORD_GROUP),
             target_tokens=_strings(TARGET_TOKENS),
             copy_alignment=alignment,
             content_plan=_ints(CONTENT_PLAN),
@@ -137,23 +167,14 @@ class TableExample:
         return cls.from_tf_example(tf.train.Example.FromString(serialized))
 
 
-def copy_alignment(records: Sequence[Record], target_tokens: Sequence[str]) -> List[List[int]]:
+def copy_alignment(values: Sequence[str], target_tokens: Sequence[str]) -> List[List[int]]:
     """For each target token, the indices of the records whose value equals it."""
+    wanted = set(target_tokens)
     positions: Dict[str, List[int]] = {}
-    for index, record in enumerate(records):
-        positions.setdefault(record.value, []).append(index)
+    for index, value in enumerate(values):
+        if value in wanted:
+            positions.setdefault(value, []).append(index)
     return [positions.get(token, []) for token in target_tokens]
-
-
-def field_records(
-    field: str, value_tokens: Sequence[str], entity: str = "", group: str = ""
-) -> List[Record]:
-    """Records of one field value: one per token with Lebret's p+ and p-."""
-    n = len(value_tokens)
-    return [
-        Record(field, token, i + 1, n - i, entity, group)
-        for i, token in enumerate(value_tokens)
-    ]
 
 
 def feature_spec() -> Dict[str, object]:
@@ -180,9 +201,9 @@ def feature_spec() -> Dict[str, object]:
 
 def validate(example: TableExample) -> Optional[str]:
     """Returns why an example is unusable, or None."""
-    if not example.records:
+    if not example.values:
         return "empty table: no records"
-    if not example.target_tokens and not example.references:
+    if not example.target_tokens:
         return "missing text: no target tokens"
     if len(example.copy_alignment) != len(example.target_tokens):
         return "copy alignment length differs from target length"

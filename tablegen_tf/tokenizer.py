@@ -35,7 +35,8 @@ TOKEN_PATTERN = "|".join(
         r"-[lr][rsc]b-",  # PTB bracket escapes
         r"<[A-Za-z_]+>",  # special tokens such as <unk>
         r"``|''|--+|\.\.+",  # PTB quotes, dashes, ellipses
-        # entity names joined by underscores (RotoWire): one token
+        # entity names joined by underscores (RotoWire): one token, "Otto_Porter_Jr." too
+        _WORD + r"[\p{L}\p{N}_.'’-]*_(?i:jr|sr)\.",
         _WORD + r"[\p{L}\p{N}_.'’-]*_[\p{L}\p{N}_.'’-]*" + _WORD,
         r"\p{L}+(?:\.\p{L}+)+\.",  # u.s. ph.d. T.J.
         r"(?i:" + _ABBREVIATIONS + r")\.",
@@ -47,6 +48,9 @@ TOKEN_PATTERN = "|".join(
         r"\S",
     ]
 )
+# Whitespace words made only of letters/digits, or of one symbol, are already
+# tokens; only the rest go through the (slow) full pattern.
+SIMPLE_WORD_PATTERN = r"[\p{L}\p{N}]+|[^\p{L}\p{N}\s]"
 _CLITIC_SPLITS = (
     (r"(\p{L})((?i:n't))\b", r"\1 \2"),
     (r"(\p{L})('(?i:s|re|ve|ll|d|m))\b", r"\1 \2"),
@@ -94,11 +98,21 @@ class Tokenizer(tf.Module):
     def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
         """[batch] strings -> [batch, (tokens)] ragged strings."""
         text = self.normalize(tf.convert_to_tensor(text, tf.string))
-        return tf_text.regex_split(
-            text,
-            delim_regex_pattern=r"\s+|" + TOKEN_PATTERN,
+        words = tf.strings.split(text)  # [batch, (words)]; the pattern never spans whitespace
+        flat = words.flat_values
+        simple = tf.strings.regex_full_match(flat, SIMPLE_WORD_PATTERN)
+        simple_index = tf.where(simple)[:, 0]
+        complex_index = tf.where(tf.logical_not(simple))[:, 0]
+        simple_pieces = tf.RaggedTensor.from_tensor(tf.expand_dims(tf.gather(flat, simple_index), 1))
+        complex_pieces = tf_text.regex_split(
+            tf.gather(flat, complex_index),
+            delim_regex_pattern=TOKEN_PATTERN,
             keep_delim_regex_pattern=TOKEN_PATTERN,
         )
+        pieces = tf.concat([simple_pieces, complex_pieces], axis=0)
+        inverse = tf.math.invert_permutation(tf.concat([simple_index, complex_index], axis=0))
+        pieces = tf.gather(pieces, inverse)  # [words, (pieces)] back in word order
+        return words.with_flat_values(pieces).merge_dims(1, 2)
 
     def detokenize(self, tokens: tf.RaggedTensor) -> tf.Tensor:
         """[batch, (tokens)] ragged strings -> [batch] readable strings."""

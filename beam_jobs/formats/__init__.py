@@ -1,0 +1,36 @@
+"""Corpus readers by format name (see base.py for the interface)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Dict, List
+
+from beam_jobs.formats.base import FormatReader
+
+# format name -> module holding its reader; imported lazily so a broken
+# optional reader never stops the others.
+_MODULES = {
+    "wikibio": "beam_jobs.formats.wikibio",
+    "e2e": "beam_jobs.formats.e2e",
+    "e2e-aligned": "beam_jobs.formats.e2e",
+    "webnlg": "beam_jobs.formats.webnlg",
+    "rotowire": "beam_jobs.formats.rotowire",
+    "rotowire-sentences": "beam_jobs.formats.rotowire",
+    "jsonl": "beam_jobs.formats.jsonl",
+}
+
+
+def format_names() -> List[str]:
+    return sorted(_MODULES)
+
+
+def get_reader(name: str) -> FormatReader:
+    if name not in _MODULES:
+        raise KeyError(f"unknown format {name!r}; choose one of {', '.join(format_names())}")
+    module = importlib.import_module(_MODULES[name])
+    readers: Dict[str, type] = {
+        obj.name: obj
+        for obj in vars(module).values()
+        if isinstance(obj, type) and issubclass(obj, FormatReader) and obj.name
+    }
+    return readers[name]()

@@ -1,0 +1,222 @@
+"""The prepare job: corpus in its native format -> record TFRecords + vocabularies + statistics.
+
+    rows --Read--> RawTable | Rejection
+    RawTable --(group by MR on valid/test)--> --BatchElements--> tokenize (one TF call per batch)
+             --> TableExample --> examples-*.tfrecord.gz
+    Rejection --> dead_letter.jsonl
+    per-batch summaries --combine--> vocab/*.txt, stats.json
+
+Runs on any Beam runner; standard pipeline options pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import logging
+import os
+import time
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from beam_jobs.formats import get_reader
+from beam_jobs.formats.base import InputError, RawTable, Rejection
+from beam_jobs import summaries
+
+NAMESPACE = "tablegen.prepare"
+EXAMPLES_PREFIX = "examples"
+DEAD_LETTER = "dead_letter.jsonl"
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareConfig:
+    format: str
+    input: str
+    output: str
+    split: str
+    lowercase: bool = False
+    num_shards: int = 2
+    batch_size: int = 256
+    word_min_count: int = 1
+    max_words: int = 50000
+
+
+class PrepareError(RuntimeError):
+    """The job ran but produced nothing usable (e.g. zero valid records)."""
+
+
+class ReadUnit(beam.DoFn):
+    """Runs a format reader over one input unit (file or file set)."""
+
+    def __init__(self, format_name: str, split: str):
+        self._format_name = format_name
+        self._split = split
+        self._rows = Metrics.counter(NAMESPACE, "rows_read")
+
+    def setup(self):
+        self._reader = get_reader(self._format_name)
+
+    def process(self, unit: str):
+        for parsed in self._reader.read(unit, self._split):
+            self._rows.inc(parsed.rows)
+            if isinstance(parsed, Rejection):
+                yield beam.pvalue.TaggedOutput("rejected", parsed)
+            else:
+                yield parsed
+
+
+def merge_references(key_and_tables: Tuple[str, Iterable[RawTable]]) -> RawTable:
+    """Valid/test: rows sharing one MR become one example with all references."""
+    _, tables = key_and_tables
+    tables = sorted(tables, key=lambda t: _source_order(t.source))
+    first = tables[0]
+    texts = [text for table in tables for text in table.texts]
+    return dataclasses.replace(first, texts=texts, rows=sum(t.rows for t in tables))
+
+
+def _source_order(source: str):
+    path, _, line = source.rpartition(":")
+    return (path, int(line)) if line.isdigit() else (source, 0)
+
+
+class BuildExamples(beam.DoFn):
+    """Tokenizes a batch of raw tables with the one TF tokenizer and builds examples."""
+
+    def __init__(self, lowercase: bool):
+        self._lowercase = lowercase
+        self._written = Metrics.counter(NAMESPACE, "examples_written")
+        self._rows_written = Metrics.counter(NAMESPACE, "rows_written")
+
+    def setup(self):
+        # Imported here so the job's launcher does not need TensorFlow warm-up.
+        from tablegen_tf.tokenizer import TokenizerConfig
+
+        self._tokenizer_config = TokenizerConfig(lowercase=self._lowercase)
+
+    def process(self, tables: Sequence[RawTable]):
+        from beam_jobs.build import build_examples
+
+        examples, rejections = build_examples(tables, self._tokenizer_config)
+        summary = summaries.summarize(examples)
+        for rejection in rejections:
+            yield beam.pvalue.TaggedOutput("rejected", rejection)
+        for example, table in examples:
+            self._written.inc()
+            self._rows_written.inc(table.rows)
+            yield example.serialize()
+        yield beam.pvalue.TaggedOutput("summaries", summary)
+
+
+def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig) -> None:
+    reader = get_reader(config.format)
+    units = reader.input_units(config.input, config.split)  # raises InputError early
+    parsed = (
+        pipeline
+        | "InputUnits" >> beam.Create(units)
+        | "Read" >> beam.ParDo(ReadUnit(config.format, config.split)).with_outputs("rejected", main="tables")
+    )
+    tables = parsed.tables
+    if config.split != "train":
+        tables = (
+            tables
+            | "KeyByMR" >> beam.Map(lambda t: (t.group_key or t.example_id, t))
+            | "GroupByMR" >> beam.GroupByKey()
+            | "MergeReferences" >> beam.Map(merge_references)
+        )
+    else:
+        tables = tables | "Spread" >> beam.Reshuffle()
+    built = (
+        tables
+        | "Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=config.batch_size)
+        | "Build" >> beam.ParDo(BuildExamples(config.lowercase)).with_outputs(
+            "rejected", "summaries", main="examples"
+        )
+    )
+    _ = built.examples | "WriteExamples" >> beam.io.WriteToTFRecord(
+        os.path.join(config.output, EXAMPLES_PREFIX),
+        file_name_suffix=".tfrecord.gz",
+        num_shards=config.num_shards,
+    )
+    _ = (
+        (parsed.rejected, built.rejected)
+        | "AllRejected" >> beam.Flatten()
+        | "RejectedJson" >> beam.Map(_count_rejection)
+        | "WriteDeadLetter" >> beam.io.WriteToText(
+            os.path.join(config.output, DEAD_LETTER), shard_name_template=""
+        )
+    )
+    _ = (
+        built.summaries
+        | "MergeSummaries" >> beam.CombineGlobally(summaries.MergeSummaries())
+        | "WriteVocabAndStats" >> beam.Map(summaries.write_outputs, config=config)
+    )
+
+
+_rejected_counter = Metrics.counter(NAMESPACE, "rows_rejected")
+
+
+def _count_rejection(rejection: Rejection) -> str:
+    _rejected_counter.inc(rejection.rows)
+    return rejection.to_json()
+
+
+def _counter(result, name: str) -> int:
+    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE).with_name(name))["counters"]
+    total = 0
+    for counter in counters:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        total += value or 0
+    return total
+
+
+def default_runner_args(beam_args: List[str]) -> List[str]:
+    """DirectRunner with 2 worker processes unless the user chose otherwise."""
+    joined = " ".join(beam_args)
+    if "--runner" in joined and "DirectRunner" not in joined:
+        return beam_args
+    extra = []
+    if "--direct_num_workers" not in joined:
+        extra.append("--direct_num_workers=2")
+    if "--direct_running_mode" not in joined:
+        extra.append("--direct_running_mode=multi_processing")
+    return beam_args + extra
+
+
+def run(config: PrepareConfig, beam_args: Optional[List[str]] = None) -> Dict[str, int]:
+    """Runs the job and returns the counts {read, written, rejected}."""
+    options = PipelineOptions(default_runner_args(list(beam_args or [])))
+    start = time.time()
+    pipeline = beam.Pipeline(options=options)
+    build_pipeline(pipeline, config)
+    result = pipeline.run()
+    result.wait_until_finish()
+    counts = {
+        "read": _counter(result, "rows_read"),
+        "written": _counter(result, "examples_written"),
+        "rejected": _counter(result, "rows_rejected"),
+        "rows_written": _counter(result, "rows_written"),
+        "seconds": round(time.time() - start, 2),
+    }
+    _write_counts(config, counts)
+    if counts["written"] == 0:
+        raise PrepareError(
+            f"no valid records: {counts['rejected']} of {counts['read']} rows rejected; "
+            f"see {os.path.join(config.output, DEAD_LETTER)}"
+        )
+    return counts
+
+
+def _write_counts(config: PrepareConfig, counts: Dict[str, int]) -> None:
+    metadata = {"config": dataclasses.asdict(config), "counts": counts}
+    with FileSystems.create(os.path.join(config.output, "metadata.json")) as handle:
+        handle.write(json.dumps(metadata, indent=2).encode("utf-8"))
+
+
+def summary_line(counts: Dict[str, int]) -> str:
+    return f"read {counts['read']}, written {counts['written']}, rejected {counts['rejected']}"

@@ -1,0 +1,217 @@
+"""tf.data input pipeline: record TFRecords -> padded, length-bucketed batches.
+
+Produces the batch dict described in CONTRACT.md. Vocabulary lookups run as
+TF ops so the same `Vocabularies` object serves training and the SavedModel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Optional, Sequence
+
+import tensorflow as tf
+
+from tablegen_tf import schema
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+NONE_ID = 2  # "<none>" in the field/entity/group vocabularies
+VOCAB_NAMES = ("words", "fields", "entities", "groups")
+
+
+def read_vocab_file(path: str) -> List[str]:
+    with tf.io.gfile.GFile(path) as handle:
+        return [line.rstrip("\n") for line in handle if line.rstrip("\n")]
+
+
+class Vocabularies(tf.Module):
+    """String -> id tables for words, fields, entities and groups."""
+
+    def __init__(self, tokens: Dict[str, Sequence[str]], name: str = "vocabularies"):
+        super().__init__(name=name)
+        self.tokens = {key: list(value) for key, value in tokens.items()}
+        self._tables = {}
+        for key, values in self.tokens.items():
+            initializer = tf.lookup.KeyValueTensorInitializer(
+                tf.constant(values, tf.string), tf.range(len(values), dtype=tf.int64)
+            )
+            self._tables[key] = tf.lookup.StaticHashTable(initializer, default_value=UNK_ID)
+        self.words = tf.constant(self.tokens["words"], tf.string)
+
+    @classmethod
+    def load(cls, vocab_dir: str, max_words: int = 0) -> "Vocabularies":
+        tokens = {name: read_vocab_file(os.path.join(vocab_dir, f"{name}.txt")) for name in VOCAB_NAMES}
+        if max_words:
+            tokens["words"] = tokens["words"][:max_words]
+        return cls(tokens)
+
+    def size(self, name: str) -> int:
+        return len(self.tokens[name])
+
+    def lookup(self, name: str, strings: tf.Tensor) -> tf.Tensor:
+        ids = tf.cast(self._tables[name].lookup(strings), tf.int32)
+        if name != "words":  # empty entity/group means "none", not unknown
+            ids = tf.where(tf.equal(strings, ""), tf.constant(NONE_ID, tf.int32), ids)
+        return ids
+
+    def to_words(self, ids: tf.Tensor) -> tf.Tensor:
+        return tf.gather(self.words, ids)
+
+
+@dataclasses.dataclass
+class InputConfig:
+    batch_size: int = 64
+    bucket_boundaries: Sequence[int] = (16, 24, 32, 48, 64, 96, 128, 256, 512)
+    max_position: int = 30
+    max_target_length: int = 0  # 0 = keep whole targets (use TBPTT for long ones)
+    max_records: int = 0  # 0 = keep every record
+    expand_references: bool = False  # training: one example per reference
+    shuffle_buffer: int = 10000
+    drop_remainder: bool = False
+
+
+def records_features(vocabs: Vocabularies, parsed: Dict[str, tf.Tensor], max_position: int) -> Dict[str, tf.Tensor]:
+    """Record tensors of ONE table (used by training and by the SavedModel)."""
+    values = parsed[schema.RECORD_VALUE]
+    clip = lambda x: tf.clip_by_value(tf.cast(x, tf.int32), 1, max_position)  # noqa: E731
+    return {
+        "record_field": vocabs.lookup("fields", parsed[schema.RECORD_FIELD]),
+        "record_value": vocabs.lookup("words", values),
+        "record_pos_start": clip(parsed[schema.RECORD_POS_START]),
+        "record_pos_end": clip(parsed[schema.RECORD_POS_END]),
+        "record_entity": vocabs.lookup("entities", parsed[schema.RECORD_ENTITY]),
+        "record_group": vocabs.lookup("groups", parsed[schema.RECORD_GROUP]),
+        "record_mask": tf.ones_like(values, tf.bool),
+        "record_value_text": values,
+    }
+
+
+def target_features(vocabs: Vocabularies, tokens: tf.Tensor, copy_mask: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """Decoder inputs/labels of one target; copy_mask [T, R] gets an all-zero </s> row."""
+    ids = vocabs.lookup("words", tokens)
+    bos, eos = tf.constant([BOS_ID], tf.int32), tf.constant([EOS_ID], tf.int32)
+    num_records = tf.shape(copy_mask)[1]
+    return {
+        "target_in": tf.concat([bos, ids], 0),
+        "target_out": tf.concat([ids, eos], 0),
+        "target_mask": tf.ones([tf.size(ids) + 1], tf.bool),
+        "copy_mask": tf.concat([copy_mask, tf.zeros([1, num_records], tf.float32)], 0),
+    }
+
+
+def _copy_mask_from_alignment(alignment: tf.RaggedTensor, num_records: tf.Tensor) -> tf.Tensor:
+    rows = tf.cast(alignment.value_rowids(), tf.int64)
+    cols = tf.cast(alignment.flat_values, tf.int64)
+    shape = tf.stack([tf.cast(alignment.nrows(), tf.int64), tf.cast(num_records, tf.int64)])
+    coords = tf.stack([rows, cols], axis=1)
+    return tf.scatter_nd(coords, tf.ones_like(cols, tf.float32), shape)
+
+
+def _copy_mask_by_equality(tokens: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+    return tf.cast(tf.equal(tokens[:, None], values[None, :]), tf.float32)
+
+
+class ExampleParser:
+    """Serialized tf.Example -> per-example feature dicts (see CONTRACT.md)."""
+
+    def __init__(self, vocabs: Vocabularies, config: InputConfig):
+        self.vocabs = vocabs
+        self.config = config
+
+    def parse(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
+        return tf.io.parse_single_example(serialized, schema.feature_spec())
+
+    def features(self, parsed, tokens: tf.Tensor, copy_mask: tf.Tensor) -> Dict[str, tf.Tensor]:
+        config = self.config
+        records = records_features(self.vocabs, parsed, config.max_position)
+        if config.max_records:
+            records = {k: v[: config.max_records] for k, v in records.items()}
+            copy_mask = copy_mask[:, : config.max_records]
+        if config.max_target_length:
+            tokens = tokens[: config.max_target_length]
+            copy_mask = copy_mask[: config.max_target_length]
+        features = dict(records)
+        features["example_id"] = parsed[schema.EXAMPLE_ID]
+        features.update(target_features(self.vocabs, tokens, copy_mask))
+        plan = tf.cast(parsed[schema.CONTENT_PLAN], tf.int32)
+        if config.max_records:
+            plan = tf.boolean_mask(plan, plan < config.max_records)
+        features["content_plan"] = plan
+        features["content_plan_mask"] = tf.ones_like(plan, tf.bool)
+        return features
+
+    def primary(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
+        parsed = self.parse(serialized)
+        tokens = parsed[schema.TARGET_TOKENS]
+        copy_mask = _copy_mask_from_alignment(parsed[schema.COPY_INDICES], tf.size(parsed[schema.RECORD_VALUE]))
+        return self.features(parsed, tokens, copy_mask)
+
+    def per_reference(self, serialized: tf.Tensor) -> tf.data.Dataset:
+        """One element per reference (multi-reference training data)."""
+        parsed = self.parse(serialized)
+        references = parsed[schema.REFERENCE_TOKENS]
+        references = tf.cond(
+            tf.size(references) > 0,
+            lambda: references,
+            lambda: tf.expand_dims(tf.strings.reduce_join(parsed[schema.TARGET_TOKENS], separator=" "), 0),
+        )
+
+        def one(reference):
+            tokens = tf.strings.split(reference, " ")
+            mask = _copy_mask_by_equality(tokens, parsed[schema.RECORD_VALUE])
+            return self.features(parsed, tokens, mask)
+
+        return tf.data.Dataset.from_tensor_slices(references).map(one)
+
+
+PADDING_VALUES = {"content_plan": -1}
+
+
+def _padding_values(element_spec) -> Dict[str, tf.Tensor]:
+    values = {}
+    for key, spec in element_spec.items():
+        default = PADDING_VALUES.get(key)
+        if default is None:
+            default = {tf.bool: False, tf.string: ""}.get(spec.dtype, 0)
+        values[key] = tf.constant(default, spec.dtype)
+    return values
+
+
+def list_files(file_pattern: str) -> List[str]:
+    pattern = file_pattern
+    if tf.io.gfile.isdir(file_pattern):
+        pattern = os.path.join(file_pattern, "examples-*.tfrecord.gz")
+    files = sorted(tf.io.gfile.glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"no TFRecord files match {pattern}")
+    return files
+
+
+def make_dataset(
+    file_pattern: str,
+    vocabs: Vocabularies,
+    config: InputConfig,
+    training: bool,
+    seed: Optional[int] = None,
+) -> tf.data.Dataset:
+    """Batches of padded features; training shuffles and repeats is left to the caller."""
+    files = list_files(file_pattern)
+    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE)
+    parser = ExampleParser(vocabs, config)
+    if training and config.shuffle_buffer:
+        dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if config.expand_references:
+        dataset = dataset.flat_map(parser.per_reference)
+    else:
+        dataset = dataset.map(parser.primary, num_parallel_calls=tf.data.AUTOTUNE)
+    padding = _padding_values(dataset.element_spec)
+    boundaries = list(config.bucket_boundaries)
+    dataset = dataset.bucket_by_sequence_length(
+        element_length_func=lambda features: tf.shape(features["target_out"])[0],
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=[config.batch_size] * (len(boundaries) + 1),
+        padding_values=padding,
+        drop_remainder=config.drop_remainder,
+        pad_to_bucket_boundary=False,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
