@@ -44,13 +44,13 @@ TOKEN_PATTERN = "|".join(
         r"\.\p{N}+",  # .500
         # words and numbers with inner connectors: 4.5, 3:45, r&b, co-wrote, o'neill
         _WORD + r"+(?:[-'’.&/:]" + _WORD + r"+)*",
-        r"'(?i:s|re|ve|ll|d|m)\b",  # clitics left after the split below
+        r"'(?i:s|re|ve|ll|d|m|t)\b",  # clitics left after the split below
         r"\S",
     ]
 )
-# Whitespace words made only of letters/digits, or of one symbol, are already
-# tokens; only the rest go through the (slow) full pattern.
-SIMPLE_WORD_PATTERN = r"[\p{L}\p{N}]+|[^\p{L}\p{N}\s]"
+# Whitespace words made only of letters/digits, of one symbol, or an initial
+# ("j.") are already tokens; only the rest go through the (slow) full pattern.
+SIMPLE_WORD_PATTERN = r"[\p{L}\p{N}]+|[^\p{L}\p{N}\s]|\p{L}\."
 _CLITIC_SPLITS = (
     (r"(\p{L})((?i:n't))\b", r"\1 \2"),
     (r"(\p{L})('(?i:s|re|ve|ll|d|m))\b", r"\1 \2"),

@@ -1,0 +1,106 @@
+"""The prepare job end to end on fixtures cut from ../shared/data."""
+
+import glob
+import json
+import os
+import shutil
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from beam_jobs import prepare
+from beam_jobs.formats.base import InputError
+from tablegen_tf import schema
+from tablegen_tf.cli import main
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures")
+IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+def _read_examples(output):
+    import tensorflow as tf
+
+    files = sorted(glob.glob(os.path.join(output, "examples-*.tfrecord.gz")))
+    return [
+        schema.TableExample.parse(record.numpy())
+        for record in tf.data.TFRecordDataset(files, compression_type="GZIP")
+    ]
+
+
+def _dead_letters(output):
+    with open(os.path.join(output, prepare.DEAD_LETTER)) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _config(fmt, path, output, split):
+    return prepare.PrepareConfig(format=fmt, input=path, output=str(output), split=split, num_shards=1)
+
+
+def test_test_pipeline_builds_examples_from_wikibio(tmp_path):
+    config = _config("wikibio", os.path.join(FIXTURES, "wikibio", "train"), tmp_path, "train")
+    with TestPipeline() as pipeline:
+        prepare.build_pipeline(pipeline, config)
+    examples = _read_examples(tmp_path)
+    assert examples and all(e.values and e.target_tokens for e in examples)
+    assert all(len(e.copy_alignment) == len(e.target_tokens) for e in examples)
+    assert os.path.exists(os.path.join(tmp_path, "vocab", "words.txt"))
+    stats = json.load(open(os.path.join(tmp_path, "stats.json")))
+    assert stats["examples"] == len(examples)
+
+
+def test_read_unit_dofn_separates_rejections(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"table": [{"field": "a", "value": "x"}], "text": "x"}\nnot json\n')
+    with TestPipeline() as pipeline:
+        parsed = (
+            pipeline
+            | beam.Create([str(path)])
+            | beam.ParDo(prepare.ReadUnit("jsonl", "train")).with_outputs("rejected", main="tables")
+        )
+        assert_that(parsed.tables | "Ids" >> beam.Map(lambda t: t.texts), equal_to([["x"]]), label="tables")
+        assert_that(parsed.rejected | "Lines" >> beam.Map(lambda r: r.line), equal_to([2]), label="rejected")
+
+
+def test_e2e_devset_groups_references_per_mr(tmp_path):
+    counts = prepare.run(_config("e2e", os.path.join(FIXTURES, "e2e", "devset.csv"), tmp_path, "valid"), IN_PROCESS)
+    examples = _read_examples(tmp_path)
+    assert counts["read"] == counts["rows_written"] + counts["rejected"]
+    assert counts["written"] == len(examples) < counts["read"]
+    assert sum(len(e.references) for e in examples) == counts["rows_written"]
+
+
+def test_corrupted_lines_go_to_dead_letter_and_nothing_is_lost(tmp_path):
+    source = os.path.join(FIXTURES, "wikibio", "train")
+    corrupt = tmp_path / "in"
+    shutil.copytree(source, corrupt)
+    box = corrupt / "train.box"
+    lines = box.read_text().splitlines()
+    lines[1] = "this-item-has-no-colon\t" + lines[1]
+    lines[3] = "\t".join(item.split(":")[0] + ":<none>" for item in lines[3].split("\t"))  # empty table
+    box.write_text("\n".join(lines) + "\n")
+    output = tmp_path / "out"
+    counts = prepare.run(_config("wikibio", str(corrupt), output, "train"), IN_PROCESS)
+    dead = _dead_letters(output)
+    assert sorted(d["line"] for d in dead) == [2, 4]
+    assert all(d["file"].endswith("train.box") and d["reason"] for d in dead)
+    assert counts["rejected"] == 2
+    assert counts["read"] == counts["written"] + counts["rejected"] == len(lines)
+
+
+def test_missing_input_is_a_one_line_error(tmp_path):
+    with pytest.raises(InputError):
+        prepare.run(_config("wikibio", str(tmp_path / "nope"), tmp_path / "out", "train"), IN_PROCESS)
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    assert main(["prepare", "--format", "jsonl", "--input", str(tmp_path / "missing.jsonl"),
+                 "--output", str(tmp_path / "o")] + IN_PROCESS) == 2
+    assert "input not found" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n{}\n")
+    assert main(["prepare", "--format", "jsonl", "--input", str(bad), "--output", str(tmp_path / "o2")] + IN_PROCESS) == 2
+    assert "no valid records" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["prepare", "--format", "nope", "--input", str(bad), "--output", str(tmp_path / "o3")])
