@@ -1,0 +1,64 @@
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from beam_jobs import prepare
+from tablegen_tf.data import input_pipeline as ip
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures")
+IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    output = tmp_path_factory.mktemp("webnlg")
+    config = prepare.PrepareConfig(
+        format="webnlg", input=os.path.join(FIXTURES, "webnlg", "train"), output=str(output), split="train", num_shards=1
+    )
+    prepare.run(config, IN_PROCESS)
+    return str(output)
+
+
+def _batches(prepared, **overrides):
+    vocabs = ip.Vocabularies.load(os.path.join(prepared, "vocab"))
+    config = ip.InputConfig(batch_size=4, shuffle_buffer=0, **overrides)
+    return vocabs, list(ip.make_dataset(prepared, vocabs, config, training=False))
+
+
+def test_batches_follow_the_contract(prepared):
+    vocabs, batches = _batches(prepared)
+    batch = batches[0]
+    b, r = batch["record_value"].shape
+    t = batch["target_out"].shape[1]
+    assert batch["copy_mask"].shape == (b, t, r)
+    assert batch["record_mask"].dtype == tf.bool
+    np.testing.assert_array_equal(batch["target_in"][:, 0], ip.BOS_ID)
+    lengths = tf.reduce_sum(tf.cast(batch["target_mask"], tf.int32), 1)
+    last = tf.gather(batch["target_out"], lengths - 1, batch_dims=1)
+    np.testing.assert_array_equal(last, ip.EOS_ID)
+
+
+def test_copy_mask_marks_equal_values(prepared):
+    vocabs, batches = _batches(prepared)
+    for batch in batches:
+        mask = batch["copy_mask"].numpy()
+        values = batch["record_value_text"].numpy()
+        labels = vocabs.to_words(batch["target_out"]).numpy()
+        b, t, r = np.nonzero(mask)
+        assert len(b) > 0
+        assert all(values[i, k] == labels[i, j] for i, j, k in zip(b, t, r) if labels[i, j] != b"<unk>")
+
+
+def test_expand_references_yields_one_example_per_text(prepared):
+    _, primary = _batches(prepared)
+    _, expanded = _batches(prepared, expand_references=True)
+    count = lambda batches: sum(int(b["target_out"].shape[0]) for b in batches)  # noqa: E731
+    assert count(expanded) > count(primary)
+
+
+def test_positions_are_clipped(prepared):
+    _, batches = _batches(prepared, max_position=2)
+    for batch in batches:
+        assert int(tf.reduce_max(batch["record_pos_start"])) <= 2

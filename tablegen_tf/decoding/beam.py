@@ -1,0 +1,157 @@
+"""Batched beam search as one tf.while_loop (graph-mode, SavedModel/TF Serving safe).
+
+Algorithm (the classic "finished beams stay in the beam" variant, as in GNMT /
+tf-addons' BeamSearchDecoder, re-implemented on core ops):
+
+* state is tiled to [B*K, ...]; at step 0 only beam 0 is alive (the others start at
+  -inf) so the K first candidates are distinct and beam_size=1 is exactly greedy;
+* each step scores all K*W continuations (W read from log_probs at run time, so the
+  extended vocabulary V + R may differ per batch); a finished beam has exactly one
+  continuation, pad_id with log-prob 0, so it keeps its score and competes as is;
+* the top K by (length-normalised) score survive; states are reordered with tf.gather,
+  tokens and parent pointers go to TensorArrays and are backtracked at the end;
+* the loop stops when every beam is finished (or dead, i.e. -inf) or at max_length.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tablegen_tf.decoding import common
+
+
+class BeamHooks:
+    """Per-beam extension points (constrained search overrides them); defaults = plain."""
+
+    def initial_extra(self, batch_size, beam_size):
+        """Extra loop state, nested [B, K, ...]."""
+        return ()
+
+    def mask_log_probs(self, log_probs, extra):
+        """log_probs [B, K, W] -> masked log_probs [B, K, W]."""
+        return log_probs
+
+    def selection_key(self, key, extra, finished):
+        """key [B, K, W] (normalised scores) -> ranking key used by top_k only."""
+        return key
+
+    def update_extra(self, extra, token, finished):
+        """extra already reordered by parent; token [B, K]; finished [B, K] (before token)."""
+        return extra
+
+
+def beam_search(
+    step_fn,
+    start_ids,
+    initial_state,
+    beam_size: int,
+    max_length,
+    end_id: int,
+    length_penalty=0.0,
+    return_all_beams: bool = False,
+    pad_id: int = 0,
+):
+    """Beam search over ``step_fn(prev_ids [N], step, state) -> (log_probs [N, W], state)``.
+
+    Args:
+      start_ids: [B] int32; initial_state: nested, leading dim B (tiled to B*K here).
+      beam_size: Python int K.  max_length: int or int32 scalar tensor.
+      length_penalty: GNMT alpha, ranking uses sum_logp / ((5 + len) / 6) ** alpha.
+      return_all_beams: return every beam, best first, instead of the best one.
+
+    Returns:
+      ids [B, T] (or [B, K, T]) int32, positions after the end padded with pad_id;
+      lengths [B] (or [B, K]) int32 including end_id (max_length if it never ended);
+      scores [B] (or [B, K]) float32: the ranking score, i.e. the sum of log-probs,
+      divided by the length penalty when alpha != 0. Dead beams (fewer than K
+      hypotheses exist) have score -inf.
+    """
+    return run_beam_search(
+        step_fn, start_ids, initial_state, beam_size, max_length, end_id,
+        length_penalty, return_all_beams, pad_id, BeamHooks(),
+    )[:3]
+
+
+def run_beam_search(
+    step_fn, start_ids, initial_state, beam_size, max_length, end_id,
+    length_penalty, return_all_beams, pad_id, hooks,
+):
+    """Shared loop; returns (ids, lengths, scores, extra) with extra nested [B, K, ...]."""
+    start_ids = tf.convert_to_tensor(start_ids, tf.int32)
+    max_length = tf.convert_to_tensor(max_length, tf.int32)
+    batch_size = tf.shape(start_ids)[0]
+    k = beam_size
+
+    def cond(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta):
+        done = finished | tf.equal(cum, common.NEG_INF)  # dead beams never finish
+        return (t < max_length) & ~tf.reduce_all(done)
+
+    def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta):
+        log_probs, state = step_fn(prev_ids, t, state)  # [N, W]
+        width = tf.shape(log_probs)[-1]
+        log_probs = tf.reshape(tf.cast(log_probs, tf.float32), [batch_size, k, width])
+        log_probs = _only_pad_after_end(hooks.mask_log_probs(log_probs, extra), finished, pad_id)
+        total = cum[..., None] + log_probs  # [B, K, W]
+        cand_lengths = lengths + tf.cast(~finished, tf.int32)  # [B, K]
+        key = common.normalise(total, cand_lengths[..., None], length_penalty)
+        key = hooks.selection_key(key, extra, finished)
+        _, flat = tf.math.top_k(tf.reshape(key, [batch_size, -1]), k=k)  # [B, K] in K*W
+        parent, token = flat // width, flat % width  # [B, K]
+
+        def by_parent(x):
+            return tf.gather(x, parent, batch_dims=1)
+
+        cum = tf.gather(tf.reshape(total, [batch_size, -1]), flat, batch_dims=1)
+        prev_finished = by_parent(finished)
+        extra = hooks.update_extra(tf.nest.map_structure(by_parent, extra), token, prev_finished)
+        finished = prev_finished | tf.equal(token, end_id)
+        state = common.gather_beams(state, parent, k)
+        return (
+            t + 1, tf.reshape(token, [-1]), state, cum, finished, by_parent(cand_lengths),
+            extra, ids_ta.write(t, token), parents_ta.write(t, parent),
+        )
+
+    # Only beam 0 alive at the start: the first top_k then picks K distinct tokens.
+    first_alive = tf.one_hot(0, k, on_value=0.0, off_value=common.NEG_INF)  # [K]
+    loop_vars = (
+        tf.constant(0),
+        tf.repeat(start_ids, k),  # [N]
+        common.tile_batch(initial_state, k),
+        tf.tile(first_alive[None, :], [batch_size, 1]),  # cum log-probs [B, K]
+        tf.zeros([batch_size, k], tf.bool),
+        tf.zeros([batch_size, k], tf.int32),
+        hooks.initial_extra(batch_size, k),
+        _time_array(),
+        _time_array(),
+    )
+    _, _, _, cum, _, lengths, extra, ids_ta, parents_ta = tf.while_loop(
+        cond, body, loop_vars,
+        shape_invariants=common.loop_invariants(loop_vars),
+        maximum_iterations=max_length,
+    )
+    ids = _backtrack(ids_ta, parents_ta, lengths, batch_size, k, pad_id)  # [B, K, T]
+    # The last top_k already sorted beams by the ranking key: beam 0 is the best.
+    scores = common.normalise(cum, lengths, length_penalty)
+    if return_all_beams:
+        return ids, lengths, scores, extra
+    return ids[:, 0], lengths[:, 0], scores[:, 0], tf.nest.map_structure(lambda x: x[:, 0], extra)
+
+
+def _only_pad_after_end(log_probs, finished, pad_id):
+    """Finished beams get a single continuation (pad_id, log-prob 0): score unchanged."""
+    width = tf.shape(log_probs)[-1]
+    pad_row = tf.where(tf.equal(tf.range(width), pad_id), 0.0, common.NEG_INF)  # [W]
+    return tf.where(finished[..., None], pad_row, log_probs)
+
+
+def _time_array():
+    return tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None, None])
+
+
+def _backtrack(ids_ta, parents_ta, lengths, batch_size, k, pad_id):
+    """TensorArrays of [B, K] per step -> sequences [B, K, T] following parent pointers."""
+    step_ids = common.stack_time_major(ids_ta, [batch_size, k])  # [T, B, K]
+    parents = common.stack_time_major(parents_ta, [batch_size, k])
+    ids = tf.transpose(common.gather_tree(step_ids, parents), [1, 2, 0])
+    # Dead beams' tokens are arbitrary; positions past each length become padding.
+    return common.mask_after_length(ids, lengths, pad_id)

@@ -1,0 +1,204 @@
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tablegen_tf.decoding import beam_search, gather_tree, greedy_search, tile_batch
+from tablegen_tf.decoding.fakes_test import (
+    END, PAD, START, MarkovModel, brute_force_best, random_table, reference_beam,
+)
+
+SIGNATURE = [
+    tf.TensorSpec([None], tf.int32),  # start_ids [B]
+    tf.TensorSpec([None, None, None], tf.float32),  # table [V, V, W], W varies
+    tf.TensorSpec([], tf.int32),  # max_length
+]
+
+
+def make_decoder(beam_size, alpha=0.0, all_beams=True):
+    @tf.function(input_signature=SIGNATURE)
+    def decode(start_ids, table, max_length):
+        model = MarkovModel(table)
+        return beam_search(
+            model.step_fn, start_ids, model.initial_state(start_ids), beam_size, max_length,
+            END, length_penalty=alpha, return_all_beams=all_beams,
+        )
+
+    return decode
+
+
+def run(beam_size, table, starts, max_length, alpha=0.0, all_beams=True):
+    decode = make_decoder(beam_size, alpha, all_beams)
+    out = decode(tf.constant(starts), table, tf.constant(max_length))
+    return [x.numpy() for x in out]
+
+
+def hypothesis(ids, length):
+    return tuple(int(x) for x in ids[:length])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("alpha", [0.0, 0.7])
+def test_beam_one_is_exactly_greedy(seed, alpha):
+    table = random_table(seed, vocab=7)
+    starts = tf.constant([START, 4, 5])
+
+    @tf.function
+    def both():
+        model = MarkovModel(table)
+        state = model.initial_state(starts)
+        greedy = greedy_search(model.step_fn, starts, state, 6, END)
+        beam = beam_search(model.step_fn, starts, state, 1, 6, END, length_penalty=alpha)
+        return greedy, beam
+
+    (g_ids, g_len, g_scores), (b_ids, b_len, b_scores) = both()
+    np.testing.assert_array_equal(g_ids, b_ids)
+    np.testing.assert_array_equal(g_len, b_len)
+    if alpha == 0.0:
+        np.testing.assert_array_equal(g_scores, b_scores)  # bit-exact
+    else:
+        penalty = ((5.0 + g_len.numpy()) / 6.0) ** alpha
+        np.testing.assert_allclose(g_scores.numpy() / penalty, b_scores, rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_exhaustive_beam_matches_brute_force(seed, alpha):
+    # With K >= W^(L-1) nothing is ever pruned: the K best beams are the K best hypotheses.
+    vocab, max_length = 5, 4
+    k = vocab ** (max_length - 1)
+    table = random_table(seed, vocab=vocab)
+    ids, lengths, scores = run(k, table, [START, 4], max_length, alpha)
+    for row, start in enumerate([START, 4]):
+        best = brute_force_best(table, start, max_length, alpha)
+        n = min(k, len(best))
+        expected = [s / ((5.0 + len(t)) / 6.0) ** alpha for t, s in best[:n]]
+        np.testing.assert_allclose(scores[row, :n], expected, rtol=1e-5)
+        assert hypothesis(ids[row, 0], lengths[row, 0]) == best[0][0]
+        assert np.all(np.isneginf(scores[row, n:]))  # fewer hypotheses than beams
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_small_beam_matches_python_reference(seed, alpha):
+    table = random_table(seed, vocab=8, peak=1.0)
+    starts = [START, 5, 7]
+    ids, lengths, scores = run(3, table, starts, 7, alpha)
+    for row, start in enumerate(starts):
+        expected = reference_beam(table, start, 3, 7, alpha)
+        got = [hypothesis(ids[row, b], lengths[row, b]) for b in range(3)]
+        assert got == [tokens for tokens, _ in expected]
+        np.testing.assert_allclose(scores[row], [s for _, s in expected], rtol=1e-5)
+
+
+def test_reported_scores_are_sequence_log_probs():
+    table = random_table(11, vocab=6)
+    ids, lengths, scores = run(4, table, [START], 6)
+    for b in range(4):
+        tokens = hypothesis(ids[0, b], lengths[0, b])
+        total = sum(float(table[o, p, w]) for o, p, w in _triples(START, tokens))
+        np.testing.assert_allclose(scores[0, b], total, rtol=1e-5)
+        assert np.all(ids[0, b, lengths[0, b]:] == PAD)
+
+
+def _triples(start, tokens):
+    older = prev = start
+    for w in tokens:
+        yield older, prev, w
+        older, prev = prev, w
+
+
+def test_length_penalty_changes_ranking():
+    # <s> -> </s> costs log 0.4; <s> -> 4 -> 5 -> </s> costs log(0.6 * 0.7 * 0.9) ~ log 0.38.
+    vocab = 6
+    table = np.full((vocab, vocab, vocab), np.log(1e-6), np.float32)
+    table[:, START, END], table[:, START, 4] = np.log(0.4), np.log(0.6)
+    table[:, 4, 5], table[:, 4, END] = np.log(0.7), np.log(0.3)
+    table[:, 5, END], table[:, 5, 4] = np.log(0.9), np.log(0.1)
+    table[:, END, END] = 0.0
+    short = run(4, table, [START], 6, alpha=0.0, all_beams=False)
+    long = run(4, table, [START], 6, alpha=1.0, all_beams=False)
+    assert hypothesis(short[0][0], short[1][0]) == (END,)
+    assert hypothesis(long[0][0], long[1][0]) == (4, 5, END)
+    for alpha in (0.0, 1.0):
+        assert brute_force_best(table, START, 6, alpha)[0][0] == (
+            (END,) if alpha == 0.0 else (4, 5, END))
+
+
+def test_stops_early_when_all_beams_finished():
+    table = random_table(5, vocab=5)
+    table[:, :, END] = np.log(0.999)  # nearly everything ends at once
+    ids, lengths, _ = run(3, table, [START, 4], 40)
+    assert ids.shape[-1] == lengths.max() < 40
+
+
+def test_batch_rows_are_independent():
+    table = random_table(7, vocab=7, peak=1.0)
+    starts = [START, 4, 6, START]
+    batched = run(3, table, starts, 6)
+    for row, start in enumerate(starts):
+        single = run(3, table, [start], 6)
+        t = single[0].shape[-1]
+        np.testing.assert_array_equal(batched[0][row, :, :t], single[0][0])
+        np.testing.assert_array_equal(batched[1][row], single[1][0])
+        np.testing.assert_allclose(batched[2][row], single[2][0], rtol=1e-6)
+
+
+def test_extended_vocab_width_varies_between_calls():
+    # One traced graph, log_probs of width V + 2 then V + 5: copy ids V.. are emitted.
+    decode = make_decoder(3)
+    vocab = 6
+    for width in (vocab + 2, vocab + 5):
+        table = random_table(width, vocab=vocab, width=width)
+        table[:, START, width - 1] = np.log(0.9)  # make copying the last record likely
+        out = decode(tf.constant([START]), table, tf.constant(5))
+        ids, lengths, scores = [x.numpy() for x in out]
+        assert ids[0, 0, 0] == width - 1
+        expected = reference_beam(table, START, 3, 5)
+        assert [hypothesis(ids[0, b], lengths[0, b]) for b in range(3)] == [t for t, _ in expected]
+    assert len(decode._list_all_concrete_functions()) == 1
+
+
+def test_more_beams_than_hypotheses():
+    table = random_table(2, vocab=4)
+    ids, lengths, scores = run(50, table, [START], 2)
+    best = brute_force_best(table, START, 2)
+    assert hypothesis(ids[0, 0], lengths[0, 0]) == best[0][0]
+    assert np.isfinite(scores[0, : len(best)]).all() and np.isneginf(scores[0, len(best):]).all()
+
+
+def test_tile_batch_repeats_each_entry_in_a_row():
+    state = {"h": tf.constant([[1.0], [2.0]]), "ids": tf.constant([7, 8])}
+    tiled = tile_batch(state, 3)
+    np.testing.assert_array_equal(tiled["ids"], [7, 7, 7, 8, 8, 8])
+    assert tiled["h"].shape == (6, 1)
+
+
+def test_gather_tree_follows_parent_pointers():
+    rng = np.random.default_rng(0)
+    t, b, k = 5, 2, 3
+    step_ids = rng.integers(0, 9, size=(t, b, k)).astype(np.int32)
+    parents = rng.integers(0, k, size=(t, b, k)).astype(np.int32)
+    got = gather_tree(tf.constant(step_ids), tf.constant(parents)).numpy()
+    for batch in range(b):
+        for beam in range(k):
+            cur = beam
+            for time in reversed(range(t)):
+                assert got[time, batch, beam] == step_ids[time, batch, cur]
+                cur = parents[time, batch, cur]
+
+
+def test_length_penalty_may_be_a_tensor():
+    # Serving can take alpha as an input; alpha == 0 as a tensor must change nothing.
+    table = random_table(12, vocab=6)
+    start = tf.constant([START, 4])
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def decode(alpha):
+        model = MarkovModel(table)
+        return beam_search(model.step_fn, start, model.initial_state(start), 3, 6, END,
+                           length_penalty=alpha, return_all_beams=True)
+
+    for alpha in (0.0, 0.8):
+        expected = run(3, table, [START, 4], 6, alpha)
+        for got, want in zip(decode(tf.constant(alpha)), expected):
+            np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -1,0 +1,102 @@
+"""Shared helpers for the decoders: beam tiling/gathering, length penalty, backtracking.
+
+Everything here is plain core TensorFlow so the decoders trace inside a
+``tf.function`` with an unknown batch size and run in a SavedModel under
+TF Serving (no TF-Addons, no tensorflow-text ops).
+
+Shape names: B batch, K beam size, N = B*K flattened beams, W log-prob width
+(extended vocabulary V + R, known only at run time), T decoded steps, C constraints.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+NEG_INF = float("-inf")
+
+
+def tile_batch(nested, multiplier: int):
+    """[B, ...] -> [B * K, ...]: each batch entry repeated K times in a row (b0k0, b0k1, ..)."""
+    return tf.nest.map_structure(lambda x: tf.repeat(x, multiplier, axis=0), nested)
+
+
+def gather_beams(nested, parent, beam_size: int):
+    """Reorders flattened beam state [N, ...] by parent beam indices [B, K] (within batch)."""
+    batch_size = tf.shape(parent)[0]
+    offsets = tf.range(batch_size)[:, None] * beam_size  # [B, 1]
+    flat = tf.reshape(parent + offsets, [-1])  # [N]
+    return tf.nest.map_structure(lambda x: tf.gather(x, flat), nested)
+
+
+def length_penalty(lengths, alpha):
+    """GNMT (Wu et al. 2016) ((5 + len) / 6) ** alpha; alpha == 0 gives 1."""
+    lengths = tf.cast(lengths, tf.float32)
+    return tf.pow((5.0 + lengths) / 6.0, tf.cast(alpha, tf.float32))
+
+
+def normalise(log_probs, lengths, alpha):
+    """log_probs / length_penalty(lengths); skipped for a Python alpha of 0 (exactness)."""
+    if isinstance(alpha, (int, float)) and alpha == 0:
+        return log_probs
+    return log_probs / length_penalty(lengths, alpha)
+
+
+def relaxed_shape(x) -> tf.TensorShape:
+    """Shape invariant with an unknown leading (batch) dimension."""
+    shape = tf.TensorShape(x.shape)
+    if shape.rank is None or shape.rank == 0:
+        return shape
+    return tf.TensorShape([None]).concatenate(shape[1:])
+
+
+def loop_invariants(loop_vars):
+    """while_loop shape invariants: batch dims may change from static to unknown."""
+    return tf.nest.map_structure(
+        lambda x: tf.TensorShape(None) if isinstance(x, tf.TensorArray) else relaxed_shape(x),
+        loop_vars,
+    )
+
+
+def stack_time_major(ta: tf.TensorArray, empty_shape):
+    """TensorArray of [...] per step -> [T, ...]; copes with T == 0 (max_length 0)."""
+    # An empty TensorList with a partly unknown element shape cannot be stacked.
+    return tf.cond(
+        ta.size() > 0,
+        ta.stack,
+        lambda: tf.zeros(tf.concat([[0], empty_shape], 0), ta.dtype),
+    )
+
+
+def gather_tree(step_ids, parent_ids):
+    """Backtracks beams: step_ids, parent_ids [T, B, K] -> full sequences [T, B, K].
+
+    Output beam k at time T-1 follows its parent pointers back in time; a reverse
+    tf.scan carries the current beam index per (batch, beam).
+    """
+    beam_size = tf.shape(step_ids)[2]
+    batch_size = tf.shape(step_ids)[1]
+    last_beams = tf.tile(tf.range(beam_size)[None, :], [batch_size, 1])  # [B, K]
+
+    def back_step(carry, elems):
+        beams, _ = carry
+        ids_t, parents_t = elems  # [B, K] each
+        token = tf.gather(ids_t, beams, batch_dims=1)
+        return tf.gather(parents_t, beams, batch_dims=1), token
+
+    def backtrack():
+        _, tokens = tf.scan(
+            back_step,
+            (step_ids, parent_ids),
+            initializer=(last_beams, tf.zeros_like(last_beams)),
+            reverse=True,  # outputs stay in forward time order
+        )
+        return tokens
+
+    # tf.scan cannot stack an empty result (T == 0); nothing to backtrack then.
+    return tf.cond(tf.shape(step_ids)[0] > 0, backtrack, lambda: step_ids)
+
+
+def mask_after_length(ids, lengths, pad_id: int):
+    """ids [..., T], lengths [...] -> ids with positions >= length set to pad_id."""
+    positions = tf.range(tf.shape(ids)[-1])
+    return tf.where(positions < lengths[..., None], ids, tf.cast(pad_id, ids.dtype))
