@@ -41,7 +41,7 @@ class PrepareConfig:
     output: str
     split: str
     lowercase: bool = False
-    num_shards: int = 2
+    num_shards: int = 0  # 0 = the runner decides (no extra shuffle of all examples)
     batch_size: int = 256
     word_min_count: int = 1
     max_words: int = 50000
@@ -115,11 +115,14 @@ class BuildExamples(beam.DoFn):
 
 def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig) -> None:
     reader = get_reader(config.format)
-    units = reader.input_units(config.input, config.split)  # raises InputError early
-    parsed = (
-        pipeline
-        | "InputUnits" >> beam.Create(units)
-        | "Read" >> beam.ParDo(ReadUnit(config.format, config.split)).with_outputs("rejected", main="tables")
+    units_list = reader.input_units(config.input, config.split)  # raises InputError early
+    # Parallelism: several units are spread over the workers before reading;
+    # a single unit is read by one worker and its tables are spread after.
+    units = pipeline | "InputUnits" >> beam.Create(units_list)
+    if len(units_list) > 1:
+        units = units | "SpreadUnits" >> beam.Reshuffle()
+    parsed = units | "Read" >> beam.ParDo(ReadUnit(config.format, config.split)).with_outputs(
+        "rejected", main="tables"
     )
     tables = parsed.tables
     if config.split != "train":
@@ -129,7 +132,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig) -> None:
             | "GroupByMR" >> beam.GroupByKey()
             | "MergeReferences" >> beam.Map(merge_references)
         )
-    else:
+    elif len(units_list) == 1:
         tables = tables | "Spread" >> beam.Reshuffle()
     built = (
         tables

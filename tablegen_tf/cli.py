@@ -46,7 +46,10 @@ def _add_prepare(subparsers) -> None:
         "one meaning representation merge into one multi-reference example",
     )
     parser.add_argument("--lowercase", action="store_true", help="lower-case tables and text")
-    parser.add_argument("--num-shards", type=int, default=2, help="TFRecord shards (default 2)")
+    parser.add_argument(
+        "--num-shards", type=int, default=0,
+        help="TFRecord shards; 0 (default) lets the runner decide, avoiding a shuffle of all examples",
+    )
     parser.add_argument("--word-min-count", type=int, default=1, help="word vocabulary cut-off")
     parser.add_argument("--max-words", type=int, default=50000, help="word vocabulary size cap")
     parser.set_defaults(handler=_run_prepare)

@@ -145,12 +145,39 @@ class _Sentences:
         return first, got == count
 
 
+# Articles per unit: units are read in parallel by Beam workers (the full
+# corpus, 728k articles, becomes 30 units); each unit skips to its range.
+ARTICLES_PER_UNIT = 25_000
+_RANGE_SEP = "@"
+
+
+def _split_units(prefix: str) -> List[str]:
+    articles = _count_lines(prefix + ".nb")
+    if articles <= ARTICLES_PER_UNIT:
+        return [prefix]
+    starts = list(range(0, articles, ARTICLES_PER_UNIT))
+    units = [f"{prefix}{_RANGE_SEP}{a}:{a + ARTICLES_PER_UNIT}" for a in starts[:-1]]
+    return units + [f"{prefix}{_RANGE_SEP}{starts[-1]}:"]  # the last range also checks the file ends
+
+
+def _parse_unit(unit: str) -> Tuple[str, int, Optional[int]]:
+    """"prefix" or "prefix@start:end" (end empty = to the end of the files)."""
+    prefix, sep, span = unit.rpartition(_RANGE_SEP)
+    if not sep or ":" not in span:
+        return unit, 0, None
+    start, _, end = span.partition(":")
+    return prefix, int(start), int(end) if end else None
+
+
 class WikiBioReader(FormatReader):
     name = "wikibio"
 
     def input_units(self, path: str, split: str) -> List[str]:
+        return _split_units(self._prefix(path))
+
+    def _prefix(self, path: str) -> str:
         if os.path.isdir(path):
-            return [self._prefix_in_dir(path)]
+            return self._prefix_in_dir(path)
         prefix = path
         for ext in _EXTENSIONS:
             if path.endswith(ext):
@@ -160,7 +187,7 @@ class WikiBioReader(FormatReader):
             raise InputError(f"input not found: {path} (expected a directory or X of X.box/.sent/.nb)")
         if missing:
             raise InputError(f"WikiBio input {path}: missing {', '.join(missing)}")
-        return [prefix]
+        return prefix
 
     @staticmethod
     def _prefix_in_dir(path: str) -> str:
@@ -175,14 +202,18 @@ class WikiBioReader(FormatReader):
         return prefixes.pop()
 
     def read(self, unit: str, split: str) -> Iterator[Parsed]:
-        paths = _Paths(*(unit + ext for ext in _EXTENSIONS))
+        prefix, start, end = _parse_unit(unit)
+        paths = _Paths(*(prefix + ext for ext in _EXTENSIONS))
         counts, bad = _read_nb(paths.nb)
         unknown_from = _recover(counts, bad, paths.sent)
         bad_lines = ", ".join(str(i + 1) for i in sorted(bad))
         with open(paths.box, "rb") as box_f, open(paths.sent, "rb") as sent_f:
             sentences = _Sentences(sent_f)
-            articles = 0
-            for index, raw in enumerate(box_f):
+            skipped = sum(1 for _ in itertools.islice(box_f, start))
+            sentences.take(sum(max(c, 0) for c in counts[: min(skipped, unknown_from)]))
+            articles = skipped
+            stop = None if end is None else end - start
+            for index, raw in enumerate(itertools.islice(box_f, stop), start):
                 articles += 1
                 if index >= len(counts):
                     reason = f"no line {index + 1} in {paths.nb}"
@@ -197,7 +228,7 @@ class WikiBioReader(FormatReader):
                     yield Rejection(paths.nb, index + 1, reason, str(counts[index]))
                 else:
                     yield _article(index, raw, counts[index], sentences, paths, split)
-            if unknown_from < len(counts):
+            if end is not None or unknown_from < len(counts):
                 return  # the remaining .nb and .sent lines cannot be matched up
             for index in range(articles, len(counts)):
                 sentences.take(counts[index])

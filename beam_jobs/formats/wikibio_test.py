@@ -179,3 +179,16 @@ def test_real_subset_parses_completely(split, count):
     out = list(reader.read(unit, split))
     assert len(out) == count and all(isinstance(t, RawTable) for t in out)
     assert all(i.value and "<none>" not in i.value for t in out for i in t.items)
+
+
+def test_article_ranges_read_the_same_as_the_whole(monkeypatch):
+    import beam_jobs.formats.wikibio as wikibio
+
+    reader = wikibio.WikiBioReader()
+    directory = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "wikibio", "train")
+    whole = list(reader.read(reader.input_units(directory, "train")[0], "train"))
+    monkeypatch.setattr(wikibio, "ARTICLES_PER_UNIT", 2)
+    units = reader.input_units(directory, "train")
+    assert len(units) > 1
+    parts = [parsed for unit in units for parsed in reader.read(unit, "train")]
+    assert parts == whole
