@@ -1,0 +1,7 @@
+"""Evaluation metrics: text (BLEU/NIST/ROUGE), table facts, content plans."""
+
+from tablegen_tf.metrics.fact_metrics import fact_scores
+from tablegen_tf.metrics.plan_metrics import plan_scores
+from tablegen_tf.metrics.text_metrics import corpus_scores
+
+__all__ = ["corpus_scores", "fact_scores", "plan_scores"]
