@@ -77,6 +77,7 @@ for whl in "$WORK"/download/*.whl; do
     # 2. the shim supplies those symbols; RUNPATH $ORIGIN finds it next to the
     #    extension (this also drops the upstream build's stray RUNPATH).
     cp "$WORK/$SHIM" "$(dirname "$so")/"
+    # shellcheck disable=SC2016  # a literal $ORIGIN, expanded by the dynamic loader
     "$PATCHELF" --add-needed "$SHIM" --set-rpath '$ORIGIN' "$so"
     # 3. prove it loads here before we hand it to pip (the .so's are BIND_NOW,
     #    so any symbol still unresolved fails right now).
@@ -94,4 +95,4 @@ done
 rm -rf "$WORK"
 touch "$stamp"
 log "patched wheels ready:"
-ls -1 "$WHEELHOUSE"/*.whl | sed 's/^/    /'
+printf '    %s\n' "$WHEELHOUSE"/*.whl
