@@ -83,6 +83,177 @@ def _run_prepare(args, beam_args: List[str]) -> int:
     return 0
 
 
+def _add_train(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train a model on prepared records",
+        description=(
+            "Trains a model of the RotoWire encoder-decoder family on directories written by "
+            "`tablegen prepare`. The config is YAML merged over tablegen_tf/configs/defaults.yaml "
+            "(a corpus name such as e2e, or a file). Checkpoints go to OUT/checkpoints (a rerun "
+            "resumes from the latest, also after kill -9), the best model by validation BLEU to "
+            "OUT/best, TensorBoard logs to OUT/logs (tensorboard --logdir OUT/logs)."
+        ),
+    )
+    parser.add_argument("--config", default=None, help="corpus name (e2e, webnlg, rotowire_sentences, rotowire, wikibio) or YAML file")
+    parser.add_argument("--model", default=None, help="model name: encdec, encdec-copy, encdec-cs, ncp")
+    parser.add_argument("--data", default=None, help="directory holding train/ and valid/ prepared splits")
+    parser.add_argument("--train", dest="train_dir", default=None, help="prepared training directory")
+    parser.add_argument("--valid", dest="valid_dir", default=None, help="prepared validation directory")
+    parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, vocabularies)")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    parser.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
+    parser.add_argument("--warm-start-from", default=None, help="initialise weights from another run directory")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override, e.g. --set model.hidden_size=128 (repeatable)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=_run_train)
+
+
+def training_config(args) -> dict:
+    import os
+
+    from tablegen_tf.config import load_config, parse_overrides
+
+    overrides = parse_overrides(args.overrides)
+    data = overrides.setdefault("data", {})
+    if args.data:
+        data.setdefault("train", os.path.join(args.data, "train"))
+        data.setdefault("valid", os.path.join(args.data, "valid"))
+    if args.train_dir:
+        data["train"] = args.train_dir
+    if args.valid_dir:
+        data["valid"] = args.valid_dir
+    if args.model:
+        overrides.setdefault("model", {})["name"] = args.model
+    train = overrides.setdefault("train", {})
+    if args.max_steps is not None:
+        train["max_steps"] = args.max_steps
+    if args.max_minutes is not None:
+        train["max_minutes"] = args.max_minutes
+    config = load_config(args.config, overrides)
+    if not config.get("data", {}).get("train"):
+        raise SystemExit("tablegen train: no training data: pass --data DIR, --train DIR or data.train in --config")
+    for key in ("train", "valid", "vocab"):
+        if config["data"].get(key):
+            config["data"][key] = os.path.abspath(config["data"][key])
+    return config
+
+
+def _run_train(args, _extra) -> int:
+    import json
+
+    from tablegen_tf.training.trainer import Trainer
+
+    config = training_config(args)
+    trainer = Trainer(config, args.out)
+    result = trainer.train(warm_start_from=args.warm_start_from, progress=not args.no_progress)
+    print(json.dumps(result.__dict__, indent=2))
+    print(f"best model: {args.out}/best (valid BLEU {result.best_bleu:.2f} at step {result.best_step}); "
+          f"TensorBoard: tensorboard --logdir {args.out}/logs")
+    return 0
+
+
+def _add_inference_arguments(parser) -> None:
+    parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
+    parser.add_argument("--format", required=True, choices=sorted(FORMAT_HELP), help="input format")
+    parser.add_argument("--input", required=True, help="input file or directory")
+    parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
+    parser.add_argument("--beam-size", type=int, default=None, help="beam size (default: the run's decode config)")
+    parser.add_argument("--max-length", type=int, default=None, help="maximum output tokens")
+    parser.add_argument("--batch-size", type=int, default=64)
+
+
+def _add_evaluate(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="generate for a corpus split and print BLEU/NIST/ROUGE and fact metrics as JSON",
+        description=(
+            "BLEU-4 is sacrebleu's on detokenized text with all references (E2E setting: "
+            "lowercased, 13a tokenization); NIST-4 (nltk); ROUGE-4 / ROUGE-L (rouge-score, best "
+            "reference); fact metrics: precision of stated numbers/names against the table and the "
+            "hallucination rate; content-plan precision/recall/order for corpora with plans."
+        ),
+    )
+    _add_inference_arguments(parser)
+    parser.add_argument("--output", default=None, help="also write the predictions here, one line per table")
+    parser.set_defaults(handler=_run_evaluate)
+
+
+def _add_generate(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "generate",
+        help="write one detokenized line per distinct input table, in input order",
+        description="Locally from a run directory (--model DIR), or from a TF Serving / tablegen serve "
+        "endpoint over gRPC (--server HOST:PORT --model-name NAME).",
+    )
+    parser.add_argument("--model", default=None, help="run directory written by `tablegen train`")
+    parser.add_argument("--server", default=None, help="HOST:PORT of a TF Serving gRPC endpoint")
+    parser.add_argument("--model-name", default=None, help="served model name (with --server)")
+    parser.add_argument("--format", required=True, choices=sorted(FORMAT_HELP), help="input format")
+    parser.add_argument("--input", required=True, help="input file or directory")
+    parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
+    parser.add_argument("--beam-size", type=int, default=None)
+    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--timeout", type=float, default=30.0, help="gRPC deadline per request (seconds)")
+    parser.add_argument("--output", required=True, help="output text file")
+    parser.set_defaults(handler=_run_generate)
+
+
+def _local_generation(args):
+    from tablegen_tf import inference
+    from tablegen_tf.generation import DecodeConfig
+    from tablegen_tf.tokenizer import TokenizerConfig
+    from tablegen_tf.training.trainer import input_config, load_trained
+
+    config, vocabs, model, path = load_trained(args.model)
+    print(f"model: {path}", flush=True)
+    tables, rejected = inference.read_tables(args.format, args.input, args.split)
+    examples, unbuilt = inference.build(tables, TokenizerConfig(**config.get("tokenizer", {})))
+    for rejection in rejected + unbuilt:
+        print(f"rejected {rejection.file}:{rejection.line}: {rejection.reason}", file=sys.stderr)
+    decode = DecodeConfig.from_dict(config.get("decode"))
+    if args.beam_size:
+        decode.beam_size = args.beam_size
+    if args.max_length:
+        decode.max_length = args.max_length
+    texts = inference.generate_texts(model, vocabs, examples, input_config(config["data"], False), decode, args.batch_size)
+    return examples, texts
+
+
+def _write_lines(path: str, lines) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(line.replace("\n", " ") + "\n")
+
+
+def _run_evaluate(args, _extra) -> int:
+    import json
+
+    from tablegen_tf import inference
+
+    examples, texts = _local_generation(args)
+    if args.output:
+        _write_lines(args.output, texts)
+    print(json.dumps(inference.evaluate(examples, texts), indent=2))
+    return 0
+
+
+def _run_generate(args, _extra) -> int:
+    if args.server:
+        from serving.client import generate_for_corpus
+
+        texts = generate_for_corpus(args)
+    elif args.model:
+        _, texts = _local_generation(args)
+    else:
+        raise SystemExit("tablegen generate: pass --model DIR or --server HOST:PORT --model-name NAME")
+    _write_lines(args.output, texts)
+    print(f"wrote {len(texts)} lines to {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tablegen",
@@ -90,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_prepare(subparsers)
+    _add_train(subparsers)
+    _add_evaluate(subparsers)
+    _add_generate(subparsers)
     return parser
 
 
