@@ -44,6 +44,21 @@ class TrainResult:
     tokens_per_second: float
 
 
+def variables_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
+    """A checkpoint keyed by each variable's Keras path.
+
+    Keras 3 layers keep some variables in lists/dicts, which tf.train.Checkpoint's
+    object graph does not follow; keying by path tracks every variable and stays
+    stable across processes that build the same model.
+    """
+    tracked = {f"model.{v.path.replace('/', '.')}": v for v in model.weights}
+    if len(tracked) != len(model.weights):
+        raise ValueError("model variable paths are not unique; cannot checkpoint by path")
+    if optimizer is not None:
+        tracked.update({f"optimizer.{i}": v for i, v in enumerate(optimizer.variables)})
+    return tf.train.Checkpoint(**tracked, **extra)
+
+
 def make_optimizer(config: Dict) -> keras.optimizers.Optimizer:
     name = config.get("name", "adam")
     if name != "adam":
@@ -128,16 +143,15 @@ class Trainer:
             self.best_bleu = tf.Variable(-1.0, dtype=tf.float32, trainable=False, name="best_bleu")
             self.best_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="best_step")
             self._build_variables()
-        checkpoint = tf.train.Checkpoint(
-            model=self.model, optimizer=self.optimizer, step=self.step,
-            best_bleu=self.best_bleu, best_step=self.best_step,
+        checkpoint = variables_checkpoint(
+            self.model, self.optimizer, step=self.step, best_bleu=self.best_bleu, best_step=self.best_step
         )
         self.manager = tf.train.CheckpointManager(
             checkpoint, os.path.join(output_dir, CHECKPOINTS),
             max_to_keep=int(self.train_config.get("keep_checkpoints", 3)),
         )
         self.best_manager = tf.train.CheckpointManager(
-            tf.train.Checkpoint(model=self.model, step=self.step), os.path.join(output_dir, BEST), max_to_keep=1
+            variables_checkpoint(self.model, step=self.step), os.path.join(output_dir, BEST), max_to_keep=1
         )
         self.writers = {
             name: tf.summary.create_file_writer(os.path.join(output_dir, LOGS, name)) for name in ("train", "valid")
@@ -164,7 +178,7 @@ class Trainer:
                 os.path.join(warm_start_from, CHECKPOINTS)
             )
             if path:
-                tf.train.Checkpoint(model=self.model).restore(path).expect_partial()
+                variables_checkpoint(self.model).restore(path).expect_partial().assert_existing_objects_matched()
                 return f"warm-started weights from {path}"
         return "initialised from scratch"
 
@@ -344,5 +358,5 @@ def load_trained(model_dir: str):
     )
     if not path:
         raise FileNotFoundError(f"no checkpoint in {model_dir}/{BEST} or {model_dir}/{CHECKPOINTS}")
-    tf.train.Checkpoint(model=model).restore(path).expect_partial()
+    variables_checkpoint(model).restore(path).expect_partial().assert_existing_objects_matched()
     return config, vocabs, model, path

@@ -1,0 +1,87 @@
+"""Trainer: resume after interruption, best-model export, strategies (tiny sizes)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from beam_jobs import prepare
+from tablegen_tf.config import load_config
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures")
+IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+TINY = {
+    "model": {"hidden_size": 8, "word_dim": 8, "field_dim": 4, "value_dim": 8, "position_dim": 2, "num_layers": 1},
+    "data": {"batch_size": 4, "shuffle_buffer": 16},
+    "train": {"eval_every_steps": 4, "checkpoint_every_steps": 2, "seed": 1},
+    "decode": {"beam_size": 2, "max_length": 8},
+}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    source = os.path.join(FIXTURES, "e2e", "aligned")
+    for split in ("train", "valid"):
+        # The aligned fixture holds valid lines only: train on them too (tiny smoke data).
+        config = prepare.PrepareConfig(
+            format="e2e-aligned", input=os.path.join(source, "src_valid.txt"), output=str(root / split), split=split
+        )
+        prepare.run(config, IN_PROCESS)
+    return str(root)
+
+
+def tiny_config(data_dir, **train):
+    overrides = {**TINY, "train": {**TINY["train"], **train}}
+    overrides["data"] = {**TINY["data"], "train": os.path.join(data_dir, "train"), "valid": os.path.join(data_dir, "valid")}
+    return load_config("e2e", overrides)
+
+
+def test_resume_continues_the_step_count_and_weights(data_dir, tmp_path):
+    from tablegen_tf.training.trainer import Trainer
+
+    out = str(tmp_path / "run")
+    first = Trainer(tiny_config(data_dir, max_steps=4), out)
+    assert first.train(progress=False).steps == 4
+    weights = [w.numpy() for w in first.model.weights]
+    second = Trainer(tiny_config(data_dir, max_steps=6), out)
+    assert "resumed" in second.restore()
+    assert int(second.step.numpy()) == 4
+    for before, after in zip(weights, second.model.weights):
+        np.testing.assert_array_equal(before, after.numpy())
+    result = second.train(progress=False)
+    assert result.steps == 6
+    assert os.listdir(os.path.join(out, "best"))
+
+
+def test_load_trained_restores_the_best_weights(data_dir, tmp_path):
+    from tablegen_tf.training.trainer import Trainer, load_trained
+
+    out = str(tmp_path / "run")
+    trainer = Trainer(tiny_config(data_dir, max_steps=4), out)
+    trainer.train(progress=False)
+    _, _, model, path = load_trained(out)
+    assert path.endswith(f"ckpt-{int(trainer.best_step.numpy())}")
+
+
+def test_train_step_under_two_replica_mirrored_strategy(data_dir, tmp_path):
+    # Logical devices must be configured before TensorFlow initialises: a fresh process.
+    code = f"""
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from tablegen_tf.training.trainer import Trainer
+from tablegen_tf.training.trainer_test import tiny_config
+config = tiny_config({data_dir!r}, max_steps=2, strategy="mirrored")
+config["data"]["valid"] = None
+trainer = Trainer(config, {str(tmp_path / 'mirrored')!r})
+assert trainer.strategy.num_replicas_in_sync == 2, trainer.strategy.num_replicas_in_sync
+result = trainer.train(progress=False)
+assert result.steps == 2
+print("MIRRORED_OK")
+"""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
+    assert "MIRRORED_OK" in proc.stdout, proc.stderr[-3000:]
