@@ -7,8 +7,14 @@ is instant and a failing optional component never breaks the others.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
+
+# TensorFlow's C++ INFO/WARNING start-up lines drown the tool's own output; users can
+# still ask for them with TF_CPP_MIN_LOG_LEVEL=0. Set before any TF import (also
+# inherited by Beam worker processes).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 FORMAT_HELP = {
     "wikibio": "WikiBio .box/.sent/.nb directory (target = first sentence)",
