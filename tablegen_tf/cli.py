@@ -260,6 +260,40 @@ def _run_generate(args, _extra) -> int:
     return 0
 
 
+def _add_export(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "export",
+        help="export a trained run as a SavedModel for TF Serving",
+        description="Writes a SavedModel whose serving_default signature takes `tables` (JSONL table "
+        "strings) and returns `text` and `score`; a `generate` signature adds beam_size, max_length "
+        "and must_include. With --serving-base the model goes to BASE/NAME/<next version>/ "
+        "(TF Serving's layout).",
+    )
+    parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--output", help="SavedModel directory")
+    target.add_argument("--serving-base", help="serving base path (with --model-name)")
+    parser.add_argument("--model-name", default="tablegen", help="served model name (default tablegen)")
+    parser.set_defaults(handler=_run_export)
+
+
+def _run_export(args, _extra) -> int:
+    import os
+
+    from tablegen_tf.export import export_saved_model, next_version_dir
+
+    if args.output:
+        target = args.output
+    else:
+        target = next_version_dir(os.path.join(args.serving_base, args.model_name))
+    # Write beside, then rename: a polling server never sees a half-written version.
+    staging = target.rstrip("/") + ".tmp"
+    export_saved_model(args.model, staging)
+    os.replace(staging, target)
+    print(f"exported {args.model} -> {target}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tablegen",
@@ -270,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(subparsers)
     _add_evaluate(subparsers)
     _add_generate(subparsers)
+    _add_export(subparsers)
     return parser
 
 
