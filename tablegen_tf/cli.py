@@ -305,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(subparsers)
     _add_generate(subparsers)
     _add_export(subparsers)
+    from serving.server import add_serve_parser
+
+    add_serve_parser(subparsers)
     return parser
 
 

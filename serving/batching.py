@@ -1,0 +1,158 @@
+"""Server-side request batching: coalesce concurrent requests into one model call.
+
+A decoder step costs nearly the same for 1 row as for 16, so on a few cores
+throughput under concurrency comes from batching, not threads. Like TF
+Serving's batch scheduler: one thread at a time forms a batch (waiting at most
+`batch_timeout_micros` for it to fill) while the others run theirs.
+
+Unlike a fixed timeout, the wait stops as soon as the queue holds as many rows
+as were recently in flight at once, and is skipped when only one request was in
+flight: a lone sequential client pays no batching delay at all.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional
+
+import grpc
+import numpy as np
+import tensorflow as tf
+
+from serving.errors import ServingError
+
+PEAK_WINDOW_SECONDS = 1.0
+
+
+@dataclass
+class BatchingOptions:
+    max_batch_size: int = 64
+    batch_timeout_micros: int = 2000
+    num_batch_threads: int = 2
+
+
+def parse_batching_parameters(text: str, defaults: Optional[BatchingOptions] = None) -> BatchingOptions:
+    """Read TF Serving's batching_parameters.txt (`name { value: N }` text proto)
+    so both servers share one file; fields we don't implement are ignored."""
+    options = defaults or BatchingOptions()
+    for key, value in re.findall(r"(\w+)\s*\{\s*value\s*:\s*(\d+)\s*\}", text):
+        if hasattr(options, key):
+            setattr(options, key, int(value))
+    return options
+
+
+class _Task:
+    def __init__(self, inputs: Dict[str, tf.Tensor], size: int):
+        self.inputs, self.size = inputs, size
+        self.outputs: Optional[Dict[str, np.ndarray]] = None
+        self.error: Optional[Exception] = None
+        self.done = threading.Event()
+
+    def finish(self, outputs=None, error=None) -> None:
+        self.outputs, self.error = outputs, error
+        self.done.set()
+
+
+class Batcher:
+    """Runs `run(inputs) -> outputs` on concatenations of submitted requests."""
+
+    def __init__(self, run: Callable[[Dict[str, tf.Tensor]], Dict[str, np.ndarray]],
+                 options: BatchingOptions, name: str = "batcher"):
+        self._run, self._options = run, options
+        self._queue: collections.deque = collections.deque()
+        self._queued_rows = self._in_flight_rows = 0
+        self._peak_rows, self._peak_at = 0, 0.0
+        self._cond = threading.Condition()
+        self._forming = threading.Lock()
+        self._closed = False
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}-{i}", daemon=True)
+                         for i in range(max(1, options.num_batch_threads))]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, inputs: Dict[str, tf.Tensor], size: int) -> Dict[str, np.ndarray]:
+        task = _Task(inputs, size)
+        with self._cond:
+            if self._closed:
+                raise ServingError(grpc.StatusCode.UNAVAILABLE, "server is shutting down")
+            self._queue.append(task)
+            self._queued_rows += size
+            self._in_flight_rows += size
+            self._note_peak()
+            self._cond.notify_all()
+        try:
+            task.done.wait()
+        finally:
+            with self._cond:
+                self._in_flight_rows -= size
+        if task.error is not None:
+            raise task.error
+        return task.outputs
+
+    def close(self, wait: bool = True) -> None:
+        """Stop after the queued requests have run."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        for thread in self._threads if wait else ():
+            thread.join()
+
+    def _note_peak(self) -> None:
+        now = time.monotonic()
+        if self._in_flight_rows >= self._peak_rows or now - self._peak_at > PEAK_WINDOW_SECONDS:
+            self._peak_rows, self._peak_at = self._in_flight_rows, now
+
+    def _loop(self) -> None:
+        while True:
+            with self._forming:
+                batch = self._collect()
+            if batch is None:
+                return
+            self._execute(batch)
+
+    def _collect(self) -> Optional[List[_Task]]:
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._cond.wait()
+            if not self._queue:
+                return None
+            target = min(self._options.max_batch_size, self._peak_rows)
+            deadline = time.monotonic() + self._options.batch_timeout_micros / 1e6
+            while self._queued_rows < target and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            return self._take()
+
+    def _take(self) -> List[_Task]:
+        batch = [self._queue.popleft()]
+        rows = batch[0].size
+        while self._queue and rows + self._queue[0].size <= self._options.max_batch_size:
+            rows += self._queue[0].size
+            batch.append(self._queue.popleft())
+        self._queued_rows -= rows
+        return batch
+
+    def _execute(self, batch: List[_Task]) -> None:
+        try:
+            outputs = self._run(_concat([t.inputs for t in batch]) if len(batch) > 1 else batch[0].inputs)
+        except Exception as error:
+            if len(batch) > 1:  # one bad request must not fail its neighbours: run alone
+                for task in batch:
+                    self._execute([task])
+                return
+            batch[0].finish(error=error)
+            return
+        offset = 0
+        for task in batch:
+            task.finish(outputs={k: v[offset:offset + task.size] for k, v in outputs.items()})
+            offset += task.size
+
+
+def _concat(inputs: List[Dict[str, tf.Tensor]]) -> Dict[str, tf.Tensor]:
+    return {key: tf.concat([row[key] for row in inputs], axis=0) for key in inputs[0]}

@@ -1,0 +1,102 @@
+"""The request-coalescing queue, with a plain Python function as the 'model'."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from serving.batching import Batcher, BatchingOptions, parse_batching_parameters
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class RecordingModel:
+    """Doubles its input; remembers batch sizes; 'bad' rows fail the whole call."""
+
+    def __init__(self, seconds=0.0):
+        self.sizes, self.seconds = [], seconds
+
+    def __call__(self, inputs):
+        values = inputs["x"].numpy()
+        self.sizes.append(len(values))
+        time.sleep(self.seconds)
+        if (values < 0).any():
+            raise tf.errors.InvalidArgumentError(None, None, "negative input")
+        return {"y": values * 2}
+
+
+def submit_concurrently(batcher, values):
+    results, start = {}, threading.Barrier(len(values))
+
+    def call(value):
+        start.wait()
+        try:
+            results[value] = batcher.submit({"x": tf.constant([value])}, 1)["y"].tolist()
+        except tf.errors.InvalidArgumentError as error:
+            results[value] = error
+
+    threads = [threading.Thread(target=call, args=(v,)) for v in values]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def test_concurrent_requests_are_merged_and_split_back():
+    model = RecordingModel(seconds=0.02)
+    batcher = Batcher(model, BatchingOptions(max_batch_size=8, batch_timeout_micros=50_000))
+    try:
+        results = submit_concurrently(batcher, list(range(1, 17)))
+    finally:
+        batcher.close()
+    assert results == {v: [2 * v] for v in range(1, 17)}
+    assert max(model.sizes) > 1 and max(model.sizes) <= 8 and sum(model.sizes) == 16
+
+
+def test_a_lone_client_does_not_wait_for_the_batch_timeout():
+    batcher = Batcher(RecordingModel(), BatchingOptions(batch_timeout_micros=500_000))
+    try:
+        started = time.perf_counter()
+        for value in range(5):
+            assert batcher.submit({"x": tf.constant([value, value])}, 2)["y"].tolist() == [2 * value] * 2
+        assert time.perf_counter() - started < 0.5  # 5 calls, far below one timeout
+    finally:
+        batcher.close()
+
+
+def test_a_failing_request_does_not_fail_its_batch_neighbours():
+    model = RecordingModel(seconds=0.01)
+    batcher = Batcher(model, BatchingOptions(batch_timeout_micros=50_000))
+    try:
+        results = submit_concurrently(batcher, [1, 2, -3, 4])
+    finally:
+        batcher.close()
+    assert max(model.sizes) > 1  # the bad row did share a batch
+    assert isinstance(results[-3], tf.errors.InvalidArgumentError)
+    assert {v: results[v] for v in (1, 2, 4)} == {1: [2], 2: [4], 4: [8]}
+
+
+def test_closed_batcher_finishes_queue_then_refuses():
+    batcher = Batcher(RecordingModel(), BatchingOptions())
+    batcher.close()
+    with pytest.raises(Exception, match="shutting down"):
+        batcher.submit({"x": tf.constant([1])}, 1)
+
+
+def test_parse_batching_parameters_file():
+    with open(os.path.join(HERE, "batching_parameters.txt")) as f:
+        options = parse_batching_parameters(f.read())
+    assert options.max_batch_size == 64 and options.num_batch_threads == 2
+    assert 2000 <= options.batch_timeout_micros <= 5000
+
+
+def test_outputs_are_numpy_slices():
+    batcher = Batcher(lambda inputs: {"y": np.arange(3)}, BatchingOptions())
+    try:
+        assert batcher.submit({"x": tf.constant([1, 2, 3])}, 3)["y"].tolist() == [0, 1, 2]
+    finally:
+        batcher.close()

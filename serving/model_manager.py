@@ -1,0 +1,314 @@
+"""Version discovery, background loading and hot swap for one model.
+
+Layout is TF Serving's: BASE/NAME/VERSION/ with VERSION an integer directory.
+Like TF Serving's default policy the latest ready version is served. A poll
+thread notices new versions, loads them off the request path and swaps them in
+under a lock; the previous version is retired but stays alive until its last
+in-flight request returns (reference count), so a swap never fails a request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import time
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
+
+from serving.errors import ServingError, not_found
+from serving.signatures import TABLES_INPUT, Signature
+
+log = logging.getLogger("tablegen.serving")
+
+SHARD = re.compile(r"variables\.data-(\d+)-of-(\d+)$")
+MAX_RETRY_SECONDS = 60.0
+WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+WARMUP_TABLE = '{"table": [{"field": "name", "value": "warm up"}]}'
+
+
+def _register_custom_ops() -> None:
+    """The real model uses tensorflow-text ops; without this import the load
+    fails with "Op type not registered 'NormalizeUTF8'"."""
+    try:
+        import tensorflow_text  # noqa: F401
+    except ImportError:
+        pass
+
+
+def is_complete(path: str) -> bool:
+    """saved_model.pb present and variables/ has its index and every data shard."""
+    variables = os.path.join(path, "variables")
+    if not os.path.isfile(os.path.join(path, "saved_model.pb")) or not os.path.isdir(variables):
+        return False
+    names = os.listdir(variables)
+    shards = [SHARD.match(n) for n in names]
+    shards = [(int(m.group(1)), int(m.group(2))) for m in shards if m]
+    if "variables.index" not in names or not shards:
+        return False
+    total = shards[0][1]
+    return {index for index, _ in shards} == set(range(total))
+
+
+def fingerprint(path: str) -> Tuple:
+    """Names, sizes and mtimes of every file: equal on two polls = the copy is not moving."""
+    entries = []
+    for root, _, files in os.walk(path):
+        for name in files:
+            stat = os.stat(os.path.join(root, name))
+            entries.append((os.path.relpath(os.path.join(root, name), path), stat.st_size,
+                            stat.st_mtime_ns))
+    return tuple(sorted(entries))
+
+
+def read_signature_defs(path: str) -> get_model_metadata_pb2.SignatureDefMap:
+    """The serve meta graph's SignatureDefs, as TF Serving returns them in metadata."""
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    graphs = [g for g in saved_model.meta_graphs if "serve" in g.meta_info_def.tags]
+    result = get_model_metadata_pb2.SignatureDefMap()
+    for key, value in (graphs or saved_model.meta_graphs)[0].signature_def.items():
+        result.signature_def[key].CopyFrom(value)
+    return result
+
+
+class LoadedVersion:
+    """One loaded SavedModel version with an in-flight count."""
+
+    def __init__(self, name: str, version: int, path: str):
+        _register_custom_ops()
+        self.name, self.version, self.path = name, version, path
+        self.signature_defs = read_signature_defs(path)
+        self._model = tf.saved_model.load(path)
+        self.signatures = {k: Signature(k, fn) for k, fn in self._model.signatures.items()}
+        self.state = "AVAILABLE"
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._on_unload: List[Callable[[], None]] = []
+
+    def warm_up(self) -> int:
+        """Run each signature once before taking traffic: the first call of a loaded
+        function pays for graph optimisation (~50 ms for a toy model, more for a
+        real one). TF Serving's warmup file is replayed if the export has one."""
+        requests = _warmup_file_requests(self.path) or [
+            (name, synthetic_inputs(sig)) for name, sig in self.signatures.items()]
+        for name, arrays in requests:
+            try:
+                self.signature(name).run({k: tf.constant(v) for k, v in arrays.items()})
+            except Exception as error:  # warm-up is best effort
+                log.debug("warm-up of %s/%s failed: %s", self.path, name, error)
+        return len(requests)
+
+    def signature(self, name: str) -> Signature:
+        key = name or "serving_default"
+        if key not in self.signatures:
+            raise ServingError(  # TF Serving's code for an unknown signature
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f'Serving signature key "{key}" not found; model {self.name} version '
+                f"{self.version} has {sorted(self.signatures)}")
+        return self.signatures[key]
+
+    def on_unload(self, callback: Callable[[], None]) -> None:
+        self._on_unload.append(callback)
+
+    def acquire(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            drained = self.state == "UNLOADING" and self._in_flight == 0
+        if drained:
+            self._unload()
+
+    def retire(self) -> None:
+        with self._lock:
+            self.state = "UNLOADING"
+            drained = self._in_flight == 0
+        if drained:
+            self._unload()
+
+    def _unload(self) -> None:
+        for callback in self._on_unload:
+            callback()
+        self._model, self.signatures, self.state = None, {}, "END"
+        log.info("model %s version %d unloaded", self.name, self.version)
+
+
+def synthetic_inputs(signature: Signature) -> Dict[str, np.ndarray]:
+    """One-row inputs: a tiny table for `tables`, 1 for numbers, empty inner dims."""
+    arrays = {}
+    for key, spec in signature.inputs.items():
+        shape = [1 if i == 0 and d is None else (d or 0) for i, d in enumerate(spec.shape.as_list())]
+        if spec.dtype == tf.string:
+            fill = WARMUP_TABLE if key == TABLES_INPUT else ""
+            arrays[key] = np.full(shape, fill.encode(), dtype=object)
+        else:
+            arrays[key] = np.ones(shape, dtype=spec.dtype.as_numpy_dtype)
+    return arrays
+
+
+def _warmup_file_requests(path: str) -> List[Tuple[str, Dict[str, np.ndarray]]]:
+    warmup = os.path.join(path, WARMUP_FILE)
+    if not os.path.exists(warmup):
+        return []
+    requests = []
+    for record in tf.data.TFRecordDataset(warmup):
+        entry = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        if entry.HasField("predict_log"):
+            request = entry.predict_log.request
+            requests.append((request.model_spec.signature_name,
+                             {k: tf.make_ndarray(v) for k, v in request.inputs.items()}))
+    return requests
+
+
+class ModelManager:
+    """Serves the latest ready version under model_dir (= BASE/NAME) and hot-swaps newer ones."""
+
+    def __init__(self, name: str, model_dir: str, poll_seconds: float = 2.0):
+        self.name = name
+        self.model_dir = model_dir
+        self.poll_seconds = poll_seconds
+        self._current: Optional[LoadedVersion] = None
+        self._lock = threading.Lock()
+        self._status: Dict[int, Tuple[str, str]] = {}   # version -> (state, error)
+        self._seen: Dict[int, Tuple] = {}               # version -> fingerprint last poll
+        self._retry: Dict[int, Tuple[float, int]] = {}  # version -> (next attempt, failures)
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    # --- lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        """Load what is on disk now (synchronously), then poll in the background."""
+        self.poll_once(initial=True)
+        if self._current is None:
+            log.warning("no complete version under %s yet; waiting for one", self.model_dir)
+        self._thread = threading.Thread(target=self._poll_loop, name=f"poll-{self.name}",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+        with self._lock:
+            current, self._current = self._current, None
+        if current:
+            current.retire()
+
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(self.poll_seconds):
+            try:
+                self.poll_once()
+            except Exception:  # a broken poll must never kill the thread
+                log.exception("polling %s failed", self.model_dir)
+
+    # --- polling and swapping ----------------------------------------------------
+    def poll_once(self, initial: bool = False) -> None:
+        """Serve the newest candidate that loads; a broken newest version (partial
+        copy, corrupt file) is skipped until its retry backoff expires."""
+        for version in self._candidates(initial):
+            if self._is_current(version):
+                return
+            loaded = self._load(version)
+            if loaded:
+                self._swap(loaded)
+                return
+
+    def _candidates(self, initial: bool) -> List[int]:
+        """Versions, newest first, whose directory is complete and (after start-up)
+        unchanged since the previous poll, so a copy still in progress is skipped."""
+        now, seen, ready = time.monotonic(), {}, []
+        for version in sorted(self._disk_versions(), reverse=True):
+            path = os.path.join(self.model_dir, str(version))
+            if not is_complete(path) or self._retry.get(version, (0.0, 0))[0] > now:
+                continue
+            seen[version] = fingerprint(path)
+            if initial or self._is_current(version) or self._seen.get(version) == seen[version]:
+                ready.append(version)
+        self._seen = seen
+        return ready
+
+    def _disk_versions(self) -> List[int]:
+        try:
+            names = os.listdir(self.model_dir)
+        except FileNotFoundError:
+            return []
+        return [int(n) for n in names if n.isdigit() and os.path.isdir(os.path.join(self.model_dir, n))]
+
+    def _is_current(self, version: int) -> bool:
+        return self._current is not None and self._current.version == version
+
+    def _load(self, version: int) -> Optional[LoadedVersion]:
+        path = os.path.join(self.model_dir, str(version))
+        self._set_status(version, "LOADING")
+        started = time.perf_counter()
+        try:
+            loaded = LoadedVersion(self.name, version, path)
+            warmups = loaded.warm_up()
+        except Exception as error:  # partial or corrupt export: retry with backoff
+            failures = self._retry.get(version, (0.0, 0))[1] + 1
+            delay = min(self.poll_seconds * 2 ** failures, MAX_RETRY_SECONDS)
+            self._retry[version] = (time.monotonic() + delay, failures)
+            self._set_status(version, "END", f"load failed: {error}")
+            log.warning("loading %s failed (attempt %d, retry in %.0fs): %s", path, failures, delay,
+                        str(error).splitlines()[0] if str(error) else repr(error))
+            return None
+        self._retry.pop(version, None)
+        log.info("model %s version %d loaded and warmed up (%d requests) in %.2fs", self.name,
+                 version, warmups, time.perf_counter() - started)
+        return loaded
+
+    def _swap(self, loaded: LoadedVersion) -> None:
+        with self._lock:
+            old, self._current = self._current, loaded
+            self._status[loaded.version] = ("AVAILABLE", "")
+            if old:
+                self._status[old.version] = ("UNLOADING", "")
+        log.info("model %s now serves version %d", self.name, loaded.version)
+        if old:
+            old.on_unload(lambda v=old.version: self._set_status(v, "END"))
+            old.retire()
+
+    def _set_status(self, version: int, state: str, error: str = "") -> None:
+        with self._lock:
+            self._status[version] = (state, error)
+
+    # --- request side ------------------------------------------------------------
+    @contextlib.contextmanager
+    def lease(self, version: Optional[int] = None) -> Iterator[LoadedVersion]:
+        """The requested (or latest) version, kept loaded until the block exits."""
+        with self._lock:
+            loaded = self._current
+            if loaded is None:
+                raise not_found(f"model {self.name} has no loaded version yet "
+                                f"(waiting for {self.model_dir}/<version>/saved_model.pb)")
+            if version is not None and version != loaded.version:
+                raise not_found(f"model {self.name} version {version} is not loaded "
+                                f"(serving version {loaded.version})")
+            loaded.acquire()
+        try:
+            yield loaded
+        finally:
+            loaded.release()
+
+    def status(self, version: Optional[int] = None) -> List[Tuple[int, str, str]]:
+        """[(version, state, error)], newest first, for GetModelStatus."""
+        with self._lock:
+            items = sorted(self._status.items(), reverse=True)
+        if version is not None:
+            items = [item for item in items if item[0] == version]
+            if not items:
+                raise not_found(f"model {self.name} version {version} is unknown to the server")
+        if not items:
+            raise not_found(f"model {self.name} has no versions yet under {self.model_dir}")
+        return [(v, state, error) for v, (state, error) in items]

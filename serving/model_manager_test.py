@@ -1,0 +1,113 @@
+"""Version discovery, partial-directory robustness and draining, driven with
+poll_once() (no poll thread) over the stand-in SavedModels of conftest.py."""
+
+import os
+import shutil
+
+import grpc
+import pytest
+import tensorflow as tf
+
+from serving import testing
+from serving.testing import MODEL
+from serving.errors import ServingError
+from serving.model_manager import ModelManager, is_complete
+
+TABLE = testing.sample_tables(1)
+
+
+def run(loaded):
+    return loaded.signature("").run({"tables": tf.constant(TABLE)})["text"][0].decode()
+
+
+@pytest.fixture
+def manager(base_path):
+    manager = ModelManager(MODEL, os.path.join(base_path, MODEL), poll_seconds=0.01)
+    manager.poll_once(initial=True)
+    yield manager
+    manager.stop()
+
+
+def serving_version(manager):
+    with manager.lease() as loaded:
+        return loaded.version
+
+
+def test_is_complete(tmp_path, exports):
+    export = tmp_path / "1"
+    shutil.copytree(exports["v1"], export)
+    assert is_complete(str(export))
+    os.remove(export / "variables" / "variables.data-00000-of-00001")
+    assert not is_complete(str(export))
+    shutil.rmtree(export / "variables")
+    assert not is_complete(str(export))
+
+
+def test_new_version_is_loaded_once_stable(manager, base_path, exports):
+    testing.push_version(exports["v2"], os.path.join(base_path, MODEL), 2)
+    manager.poll_once()  # first sighting: the copy might still be moving
+    assert serving_version(manager) == 1
+    manager.poll_once()
+    assert serving_version(manager) == 2
+    states = {v: state for v, state, _ in manager.status()}
+    assert states == {2: "AVAILABLE", 1: "END"}
+
+
+def test_partial_and_corrupt_versions_are_retried_not_served(manager, base_path, exports):
+    target = os.path.join(base_path, MODEL, "3")
+    os.makedirs(target)
+    shutil.copy(os.path.join(exports["v2"], "saved_model.pb"), target)  # no variables yet
+    manager.poll_once(), manager.poll_once()
+    assert serving_version(manager) == 1
+    shutil.copytree(os.path.join(exports["v2"], "variables"), os.path.join(target, "variables"))
+    with open(os.path.join(target, "saved_model.pb"), "wb") as f:
+        f.write(b"truncated")  # complete-looking but corrupt: the load fails
+    manager.poll_once(), manager.poll_once()
+    assert serving_version(manager) == 1
+    assert "load failed" in dict((v, e) for v, _, e in manager.status())[3]
+    shutil.copy(os.path.join(exports["v2"], "saved_model.pb"), target)  # the copy completes
+    manager._retry.clear()  # skip the backoff wait
+    manager.poll_once(), manager.poll_once()
+    assert serving_version(manager) == 3
+
+
+def test_retired_version_stays_usable_until_its_last_request(manager, base_path, exports):
+    with manager.lease() as old:
+        testing.push_version(exports["v2"], os.path.join(base_path, MODEL), 2)
+        manager.poll_once(), manager.poll_once()
+        assert serving_version(manager) == 2 and old.state == "UNLOADING"
+        assert run(old).endswith("v1")  # the in-flight request still works
+    assert old.state == "END"
+
+
+def test_specific_version_and_missing_model(manager, tmp_path):
+    with manager.lease(1) as loaded:
+        assert loaded.version == 1
+    with pytest.raises(ServingError) as caught:
+        with manager.lease(2):
+            pass
+    assert caught.value.code == grpc.StatusCode.NOT_FOUND
+    empty = ModelManager("empty", str(tmp_path / "nothing"))
+    empty.poll_once(initial=True)
+    with pytest.raises(ServingError, match="no loaded version"):
+        with empty.lease():
+            pass
+
+
+def test_removing_the_latest_version_rolls_back(manager, base_path, exports):
+    testing.push_version(exports["v2"], os.path.join(base_path, MODEL), 2)
+    manager.poll_once(), manager.poll_once()
+    shutil.rmtree(os.path.join(base_path, MODEL, "2"))
+    manager.poll_once(), manager.poll_once()
+    assert serving_version(manager) == 1
+
+
+def test_start_falls_back_when_the_newest_version_is_corrupt(base_path, exports):
+    broken = testing.push_version(exports["v2"], os.path.join(base_path, MODEL), 2)
+    with open(os.path.join(broken, "saved_model.pb"), "wb") as f:
+        f.write(b"not a SavedModel")
+    manager = ModelManager(MODEL, os.path.join(base_path, MODEL))
+    manager.poll_once(initial=True)
+    assert serving_version(manager) == 1
+    assert dict((v, s) for v, s, _ in manager.status()) == {2: "END", 1: "AVAILABLE"}
+    manager.stop()

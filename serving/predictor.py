@@ -1,0 +1,114 @@
+"""Transport-independent request handling shared by the gRPC and REST front ends:
+model/version lookup, validation, bounded concurrency and (optional) batching."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+import grpc
+import numpy as np
+
+from serving.batching import Batcher, BatchingOptions
+from serving.errors import ServingError, invalid, not_found
+from serving.model_manager import LoadedVersion, ModelManager
+from serving.signatures import Prepared, Signature
+
+DecodeInputs = Callable[[Signature], Mapping[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class PredictResult:
+    model_name: str
+    version: int
+    signature_name: str
+    outputs: Dict[str, np.ndarray]
+
+
+class Predictor:
+    def __init__(self, managers: Mapping[str, ModelManager], max_concurrency: int = 16,
+                 max_batch_size: int = 64, queue_timeout: float = 5.0,
+                 batching: Optional[BatchingOptions] = None):
+        self.managers = dict(managers)
+        self.max_concurrency = max_concurrency
+        self.max_batch_size = max_batch_size
+        self.queue_timeout = queue_timeout
+        self.batching = batching
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+        self._batchers: Dict[Tuple[str, int, str], Batcher] = {}
+        self._batchers_lock = threading.Lock()
+
+    def manager(self, name: str) -> ModelManager:
+        if name not in self.managers:
+            raise not_found(f"model '{name}' is not served here (serving: {sorted(self.managers)})")
+        return self.managers[name]
+
+    def predict(self, model_name: str, version: Optional[int], signature_name: str,
+                decode_inputs: DecodeInputs, output_filter: Sequence[str] = (),
+                timeout: Optional[float] = None) -> PredictResult:
+        """decode_inputs(signature) -> arrays: REST needs the signature's dtypes to
+        read JSON, gRPC ignores it (TensorProtos carry their dtype)."""
+        with self.manager(model_name).lease(version) as loaded:
+            signature = loaded.signature(signature_name)
+            _check_filter(signature, output_filter)
+            prepared = signature.prepare(decode_inputs(signature), self.max_batch_size)
+            with self._slot(timeout):
+                outputs = self._execute(loaded, signature, prepared)
+        kept = {k: v for k, v in outputs.items() if not output_filter or k in output_filter}
+        return PredictResult(model_name, loaded.version, signature.name, kept)
+
+    def signature_defs(self, model_name: str, version: Optional[int]):
+        with self.manager(model_name).lease(version) as loaded:
+            return loaded.version, loaded.signature_defs
+
+    def status(self, model_name: str, version: Optional[int]) -> List[Tuple[int, str, str]]:
+        return self.manager(model_name).status(version)
+
+    def close(self) -> None:
+        with self._batchers_lock:
+            batchers, self._batchers = list(self._batchers.values()), {}
+        for batcher in batchers:
+            batcher.close()
+
+    @contextlib.contextmanager
+    def _slot(self, timeout: Optional[float]) -> Iterator[None]:
+        """Admission control: wait for a free slot until the client's deadline or
+        queue_timeout, whichever is sooner, then shed load."""
+        wait = self.queue_timeout if timeout is None else max(0.0, min(timeout, self.queue_timeout))
+        if not self._slots.acquire(timeout=wait):
+            raise ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               f"server busy: {self.max_concurrency} requests already in flight "
+                               f"and no slot freed within {wait:.2f}s; retry later")
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    def _execute(self, loaded: LoadedVersion, signature: Signature, prepared: Prepared):
+        if self.batching is None or not signature.batchable:
+            return signature.run(prepared.tensors)
+        return self._batcher(loaded, signature).submit(prepared.tensors, prepared.batch_size)
+
+    def _batcher(self, loaded: LoadedVersion, signature: Signature) -> Batcher:
+        """One batcher per (model, version, signature); it dies with its version."""
+        key = (loaded.name, loaded.version, signature.name)
+        with self._batchers_lock:
+            if key not in self._batchers:
+                self._batchers[key] = Batcher(signature.run, self.batching, name="batch-%s-%d" % key[:2])
+                loaded.on_unload(lambda: self._drop_batcher(key))
+            return self._batchers[key]
+
+    def _drop_batcher(self, key) -> None:
+        with self._batchers_lock:
+            batcher = self._batchers.pop(key, None)
+        if batcher:
+            batcher.close(wait=False)
+
+
+def _check_filter(signature: Signature, names: Sequence[str]) -> None:
+    unknown = sorted(set(names) - set(signature.outputs))
+    if unknown:
+        raise invalid(f"output_filter names unknown outputs {unknown}; signature "
+                      f"'{signature.name}' has {sorted(signature.outputs)}")

@@ -1,0 +1,70 @@
+"""SIGTERM drains in-flight requests and exits 0 (server in a subprocess, serving
+the slow stand-in SavedModel from conftest.py)."""
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+import pytest
+
+from serving import client, testing
+from serving.testing import MODEL
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start_server(base_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "serving.server", "--model-base-path", base_path,
+         "--model-name", MODEL, "--host", "127.0.0.1", "--port", "0", "--rest-port", "0"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in process.stdout], daemon=True).start()
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            line = lines.get(timeout=1)
+        except queue.Empty:
+            continue
+        if line.startswith("tablegen serve: ready"):
+            port = int(line.split("grpc=127.0.0.1:")[1].split()[0])
+            return process, f"127.0.0.1:{port}", lines
+    process.kill()
+    pytest.fail("server did not become ready")
+
+
+def test_sigterm_drains_in_flight_requests_and_exits_zero(tmp_path, exports):
+    testing.push_version(exports["slow"], str(tmp_path / MODEL), 1)
+    process, address, lines = start_server(str(tmp_path))
+    try:
+        tables = testing.sample_tables(1)
+        client.generate_remote(address, MODEL, tables)  # connected and warm
+        finished = []
+
+        def request():
+            finished.append((client.generate_remote(address, MODEL, tables, retries=0),
+                             time.perf_counter()))
+
+        threads = [threading.Thread(target=request) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.1)
+        signalled = time.perf_counter()
+        process.send_signal(signal.SIGTERM)
+        for thread in threads:
+            thread.join(30)
+        assert process.wait(30) == 0
+    finally:
+        process.kill()
+    assert len(finished) == 4 and all(texts[0].endswith("slow") for texts, _ in finished)
+    assert any(at > signalled for _, at in finished)  # they really were in flight
+    assert "tablegen serve: stopped\n" in list(lines.queue)
+    with pytest.raises(grpc.RpcError) as caught:
+        client.generate_remote(address, MODEL, tables, timeout=1, retries=0)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
