@@ -1,0 +1,93 @@
+"""Benchmark: training throughput (target tokens/s) of encdec-copy on E2E.
+
+Two sizes: the reference peer (1-layer 256 LSTM decoder with input feeding,
+256-dim embeddings, batch 64 sentences) and the family default (2 layers).
+Uses the trainer's own train step on the real E2E training records.
+
+    .venv/bin/python benchmarks/train_throughput.py [--steps 150] [--data runs/data/e2e]
+Target on this 2-core machine: >= 8,000 target tokens/s at the peer size.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIZES = {
+    "peer (1x256, emb 256, batch 64)": {"model.num_layers": 1},
+    "family default (2x256)": {"model.num_layers": 2},
+}
+
+
+def ensure_data(data: str) -> str:
+    train = os.path.join(data, "train")
+    if not os.path.exists(os.path.join(train, "vocab", "words.txt")):
+        subprocess.run(
+            [sys.executable, "-m", "tablegen_tf.cli", "prepare", "--format", "e2e-aligned", "--input",
+             os.path.join(ROOT, "..", "shared", "data", "e2e", "aligned"), "--split", "train", "--output", train],
+            check=True, cwd=ROOT,
+        )
+    return train
+
+
+def measure(train_dir: str, overrides: dict, steps: int, warmup: int) -> dict:
+    import tensorflow as tf
+
+    from tablegen_tf.config import load_config
+    from tablegen_tf.training.trainer import Trainer
+
+    config = load_config("e2e", {"data": {"train": train_dir, "valid": None, "batch_size": 64}})
+    for dotted, value in overrides.items():
+        section, key = dotted.split(".")
+        config[section][key] = value
+    config["model"].update(hidden_size=256, word_dim=256, value_dim=256)
+    with tempfile.TemporaryDirectory() as out:
+        trainer = Trainer(config, out)
+        dataset = trainer.dataset(train_dir, training=True).repeat()
+        iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
+        step = trainer._train_step_fn()
+        for _ in range(warmup):
+            step(iterator)
+        tokens, start = 0, time.perf_counter()
+        for _ in range(steps):
+            _, count = step(iterator)
+            tokens += int(count)
+        seconds = time.perf_counter() - start
+    return {"tokens_per_second": round(tokens / seconds), "steps": steps, "seconds": round(seconds, 1),
+            "threads": tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=os.path.join(ROOT, "runs", "data", "e2e"))
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--size", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    train_dir = ensure_data(args.data)
+    if args.size:  # child process: one size, so peak memory is per size
+        result = measure(train_dir, SIZES[args.size], args.steps, args.warmup)
+        result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        print("RESULT " + json.dumps(result))
+        return
+    for name in SIZES:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--data", args.data, "--steps", str(args.steps), "--warmup", str(args.warmup),
+             "--size", name], capture_output=True, text=True, cwd=ROOT,
+        )
+        lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+        if not lines:
+            sys.exit(f"{name}: failed\n{proc.stderr[-3000:]}")
+        r = json.loads(lines[0][7:])
+        print(f"encdec-copy {name}: {r['tokens_per_second']} target tokens/s "
+              f"({r['steps']} steps in {r['seconds']} s), peak memory {r['peak_rss_mb']} MB")
+    print("target: >= 8000 target tokens/s at the peer size (1.5x OpenNMT-py LSTM+copy at ~5,500)")
+
+
+if __name__ == "__main__":
+    main()
