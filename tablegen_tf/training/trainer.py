@@ -322,6 +322,23 @@ class Trainer:
             tokens_per_second=round(tokens_seen / max(seconds, 1e-9), 1),
         )
 
+    def _decay_learning_rate(self) -> None:
+        """OpenNMT-style decay on plateau: no BLEU gain at an evaluation -> lr *= factor."""
+        factor = float(self.train_config.get("decay_on_plateau", 0) or 0)
+        if 0 < factor < 1:
+            self.optimizer.learning_rate.assign(self._learning_rate() * factor)
+
+    def _log_attention(self, step: int, tables: int = 3) -> None:
+        """Copy-attention heatmaps (target steps x records) for a few validation tables."""
+        batch = next(iter(self.dataset(self.config["data"]["valid"], training=False).take(1)))
+        outputs = self.model(batch, training=False)["outputs"]
+        if "copy_log_probs" not in outputs:
+            return  # encdec has no copy attention to show
+        attention = tf.exp(outputs["copy_log_probs"][:tables])  # [n, T, R]
+        attention = attention / tf.maximum(tf.reduce_max(attention, axis=[1, 2], keepdims=True), 1e-9)
+        with self.writers["valid"].as_default(step=step):
+            tf.summary.image("copy_attention", attention[..., None], max_outputs=tables)
+
     def _learning_rate(self) -> float:
         lr = self.optimizer.learning_rate
         return float(lr.numpy() if hasattr(lr, "numpy") else lr)
@@ -332,11 +349,14 @@ class Trainer:
             for name in ("bleu", "nist", "rougeL", "loss", "perplexity"):
                 if name in scores and np.isfinite(scores[name]):
                     tf.summary.scalar(name, scores[name])
+        self._log_attention(step)
         improved = scores["bleu"] > float(self.best_bleu.numpy())
         if improved:
             self.best_bleu.assign(scores["bleu"])
             self.best_step.assign(step)
             self.best_manager.save(checkpoint_number=step)
+        else:
+            self._decay_learning_rate()
         print(
             f"\nstep {step}: valid BLEU {scores['bleu']:.2f} (best {float(self.best_bleu.numpy()):.2f} "
             f"at {int(self.best_step.numpy())}), loss {scores['loss']:.3f}",
