@@ -266,6 +266,7 @@ class Trainer:
         eval_every = int(cfg.get("eval_every_steps", 500))
         save_every = int(cfg.get("checkpoint_every_steps", eval_every))
         patience = int(cfg.get("early_stopping_patience", 0))
+        log_every = int(cfg.get("log_every_steps", 20))
         references = read_references(self.config["data"]["valid"]) if self.config["data"].get("valid") else None
 
         dataset = self.dataset(self.config["data"]["train"], training=True).repeat()
@@ -287,7 +288,7 @@ class Trainer:
             tokens_seen += int(tokens)
             window_tokens += int(tokens)
             step += 1
-            if step % 20 == 0:
+            if step % log_every == 0:
                 elapsed = time.time() - window_start
                 rate = window_tokens / max(elapsed, 1e-9)
                 bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{rate:.0f}")

@@ -15,7 +15,7 @@ IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TINY = {
     "model": {"hidden_size": 8, "word_dim": 8, "field_dim": 4, "value_dim": 8, "position_dim": 2, "num_layers": 1},
     "data": {"batch_size": 4, "shuffle_buffer": 16},
-    "train": {"eval_every_steps": 4, "checkpoint_every_steps": 2, "seed": 1},
+    "train": {"eval_every_steps": 4, "checkpoint_every_steps": 2, "log_every_steps": 2, "seed": 1},
     "decode": {"beam_size": 2, "max_length": 8},
 }
 
