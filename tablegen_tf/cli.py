@@ -168,6 +168,7 @@ def _add_inference_arguments(parser) -> None:
     parser.add_argument("--beam-size", type=int, default=None, help="beam size (default: the run's decode config)")
     parser.add_argument("--max-length", type=int, default=None, help="maximum output tokens")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N distinct tables (0 = all)")
 
 
 def _add_evaluate(subparsers) -> None:
@@ -216,6 +217,8 @@ def _local_generation(args):
     config, vocabs, model, path = load_trained(args.model)
     print(f"model: {path}", flush=True)
     tables, rejected = inference.read_tables(args.format, args.input, args.split)
+    if getattr(args, "limit", 0):
+        tables = tables[: args.limit]
     examples, unbuilt = inference.build(tables, TokenizerConfig(**config.get("tokenizer", {})))
     for rejection in rejected + unbuilt:
         print(f"rejected {rejection.file}:{rejection.line}: {rejection.reason}", file=sys.stderr)
@@ -224,8 +227,10 @@ def _local_generation(args):
         decode.beam_size = args.beam_size
     if args.max_length:
         decode.max_length = args.max_length
-    texts = inference.generate_texts(model, vocabs, examples, input_config(config["data"], False), decode, args.batch_size)
-    return examples, texts
+    texts, plans = inference.generate_texts_and_plans(
+        model, vocabs, examples, input_config(config["data"], False), decode, args.batch_size
+    )
+    return examples, texts, plans
 
 
 def _write_lines(path: str, lines) -> None:
@@ -239,10 +244,10 @@ def _run_evaluate(args, _extra) -> int:
 
     from tablegen_tf import inference
 
-    examples, texts = _local_generation(args)
+    examples, texts, plans = _local_generation(args)
     if args.output:
         _write_lines(args.output, texts)
-    print(json.dumps(inference.evaluate(examples, texts), indent=2))
+    print(json.dumps(inference.evaluate(examples, texts, plans), indent=2))
     return 0
 
 
@@ -252,7 +257,7 @@ def _run_generate(args, _extra) -> int:
 
         texts = generate_for_corpus(args)
     elif args.model:
-        _, texts = _local_generation(args)
+        _, texts, _ = _local_generation(args)
     else:
         raise SystemExit("tablegen generate: pass --model DIR or --server HOST:PORT --model-name NAME")
     _write_lines(args.output, texts)

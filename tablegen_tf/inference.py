@@ -57,22 +57,32 @@ def ordered_batches(examples: Sequence[schema.TableExample], vocabs: ip.Vocabula
 
 
 def generate_texts(model, vocabs, examples, input_config, decode: DecodeConfig, batch_size: int = 64, progress=True) -> List[str]:
+    return generate_texts_and_plans(model, vocabs, examples, input_config, decode, batch_size, progress)[0]
+
+
+def generate_texts_and_plans(model, vocabs, examples, input_config, decode: DecodeConfig, batch_size: int = 64,
+                             progress=True) -> Tuple[List[str], Optional[List[List[int]]]]:
+    """Texts in input order, and the predicted content plans of planning models (else None)."""
     from tqdm import tqdm
 
     tokenizer = Tokenizer()
+    planned = hasattr(model, "planning_step_fn")
 
     @tf.function(reduce_retracing=True)
     def run(batch):
         tokens, _ = generate_tokens(model, vocabs.words, batch, decode)
-        return tokenizer.detokenize(tokens)
+        plan = model.encode(batch, training=False)["plan"] if planned else tf.zeros([0, 0], tf.int32)
+        return tokenizer.detokenize(tokens), plan
 
     texts: List[str] = []
+    plans: List[List[int]] = []
     with tqdm(total=len(examples), disable=not progress, unit="table", desc="generate") as bar:
         for batch in ordered_batches(examples, vocabs, input_config, batch_size):
-            out = run(batch).numpy()
-            texts.extend(t.decode("utf-8") for t in out)
+            out, plan = run(batch)
+            texts.extend(t.decode("utf-8") for t in out.numpy())
+            plans.extend([int(i) for i in row if i >= 0] for row in plan.numpy())
             bar.update(len(out))
-    return texts
+    return texts, (plans if planned else None)
 
 
 def evaluate(examples: Sequence[schema.TableExample], texts: Sequence[str], plans: Optional[Sequence[List[int]]] = None) -> Dict[str, float]:
