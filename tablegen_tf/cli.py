@@ -311,8 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(subparsers)
     _add_export(subparsers)
     from serving.server import add_serve_parser
+    from tfx_pipeline.cli import add_pipeline_parser
 
     add_serve_parser(subparsers)
+    add_pipeline_parser(subparsers)
     return parser
 
 

@@ -1,0 +1,142 @@
+"""Pipeline configuration: configs/default.yaml <- the user's YAML <- --set overrides.
+
+Plain dataclasses and YAML only (no TFX import), so the CLI and tests can read a
+configuration cheaply.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import yaml
+
+DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "default.yaml")
+METADATA_FILE = "metadata.sqlite"
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitSpec:
+    """One output split: files matching `pattern` (relative to input_base) read by `format`."""
+
+    name: str
+    format: str
+    pattern: str
+    reader_split: str = ""  # split name the reader understands (train / valid / test)
+    merge_references: Optional[bool] = None  # default: every split but train
+
+    @property
+    def reader_split_name(self) -> str:
+        return self.reader_split or ("train" if self.name == "train" else "valid")
+
+    @property
+    def merges(self) -> bool:
+        return self.merge_references if self.merge_references is not None else self.reader_split_name != "train"
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    name: str
+    root: str
+    input_base: str
+    splits: Sequence[SplitSpec]
+    trainer: Dict[str, Any]  # custom_config of the Trainer (see trainer_utils.run_fn)
+    evaluator: Dict[str, Any]
+    serving_base: str  # Pusher base_directory = serving_base/model_name
+    model_name: str
+    beam_pipeline_args: List[str] = dataclasses.field(default_factory=list)
+    enable_cache: bool = True
+    lowercase: bool = False
+    schema_file: Optional[str] = None
+    raw: Dict[str, Any] = dataclasses.field(default_factory=dict)  # the merged YAML
+
+    @property
+    def metadata_path(self) -> str:
+        return os.path.join(self.root, METADATA_FILE)
+
+    @property
+    def push_directory(self) -> str:
+        return os.path.join(self.serving_base, self.model_name)
+
+
+def deep_merge(base: Mapping, override: Mapping) -> Dict[str, Any]:
+    merged = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def parse_overrides(items: Sequence[str]) -> Dict[str, Any]:
+    """["trainer.config.train.max_steps=5"] -> nested dict with YAML-parsed values."""
+    result: Dict[str, Any] = {}
+    for item in items:
+        dotted, sep, raw = item.partition("=")
+        if not sep:
+            raise ValueError(f"override {item!r} is not key.path=value")
+        *parents, leaf = dotted.strip().split(".")
+        node = result
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(raw)
+    return result
+
+
+def load_raw(path: Optional[str] = None, overrides: Optional[Mapping] = None) -> Dict[str, Any]:
+    with open(DEFAULT_CONFIG, encoding="utf-8") as handle:
+        raw = yaml.safe_load(handle) or {}
+    if path:
+        with open(path, encoding="utf-8") as handle:
+            raw = deep_merge(raw, yaml.safe_load(handle) or {})
+    return deep_merge(raw, overrides or {})
+
+
+def _abs(path: Optional[str]) -> Optional[str]:
+    # Remote paths (gs://, s3://) pass unchanged; local ones become absolute because
+    # TFX records them in ML Metadata and executors may run from another directory.
+    if not path or "://" in path:
+        return path
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def from_raw(raw: Dict[str, Any]) -> PipelineConfig:
+    pipeline, data, pusher = raw["pipeline"], raw["data"], raw["pusher"]
+    trainer = copy.deepcopy(raw["trainer"])
+    if trainer.get("corpus") and trainer["corpus"].endswith((".yaml", ".yml")):
+        trainer["corpus"] = _abs(trainer["corpus"])
+    return PipelineConfig(
+        name=pipeline["name"],
+        root=_abs(pipeline["root"]),
+        input_base=_abs(data["input_base"]),
+        splits=tuple(SplitSpec(**split) for split in data["splits"]),
+        trainer=trainer,
+        evaluator=dict(raw.get("evaluator") or {}),
+        serving_base=_abs(pusher["base_directory"]),
+        model_name=pusher["model_name"],
+        beam_pipeline_args=list(pipeline.get("beam_pipeline_args") or []),
+        enable_cache=bool(pipeline.get("enable_cache", True)),
+        lowercase=bool(data.get("lowercase", False)),
+        schema_file=_abs(data.get("schema_file")),
+        raw=raw,
+    )
+
+
+def load(path: Optional[str] = None, overrides: Optional[Mapping] = None) -> PipelineConfig:
+    return from_raw(load_raw(path, overrides))
+
+
+def for_kubeflow(config: PipelineConfig) -> PipelineConfig:
+    """The same pipeline with the cloud paths of the `kubeflow:` section."""
+    kfp = config.raw.get("kubeflow") or {}
+    return dataclasses.replace(
+        config,
+        root=kfp.get("pipeline_root", config.root),
+        input_base=kfp.get("input_base", config.input_base),
+        serving_base=kfp.get("base_directory", config.serving_base),
+        beam_pipeline_args=list(kfp.get("beam_pipeline_args", config.beam_pipeline_args)),
+        schema_file=kfp.get("schema_file") or config.schema_file,
+    )

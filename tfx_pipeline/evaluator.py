@@ -1,0 +1,156 @@
+"""The BLEU gate: scores the candidate SavedModel on the eval split and blesses it or not.
+
+The candidate is scored through its ``serving_default`` signature (JSON tables in,
+text out): what gets pushed is what gets measured. The JSON tables are rebuilt
+from the examples' records (one item per field value, tokens re-joined), the same
+form clients send. The baseline (latest blessed model, see
+``components.LatestBlessedModelBeforeExamplesStrategy``) is re-scored on the same
+examples, so a changed eval split never compares scores across different data.
+
+Outputs: a standard ``ModelBlessing`` (custom property ``blessed`` 1/0,
+``current_model_id`` for LatestBlessedModelStrategy, a BLESSED / NOT_BLESSED file,
+as TFX's Evaluator writes) that Pusher accepts, and a ``ModelEvaluation`` holding
+``metrics.json``, ``predictions.jsonl`` and TensorBoard scalars in ``logs/``.
+"""
+
+import json
+import math
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from tfx import v1 as tfx
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+os.environ.pop("TF_USE_LEGACY_KERAS", None)  # set by `import tfx`; see runner.py
+
+METRICS_FILE = "metrics.json"
+PREDICTIONS_FILE = "predictions.jsonl"
+LOGS_DIR = "logs"
+SCALARS = ("bleu", "nist", "rouge4", "rougeL", "fact_precision", "hallucination_rate")
+
+
+def decide(candidate_bleu: float, baseline_bleu: Optional[float], min_bleu: float, max_bleu_drop: float) -> Tuple[bool, str]:
+    """Blessed iff BLEU >= min_bleu and (no baseline or BLEU >= baseline - max_bleu_drop)."""
+    if candidate_bleu < min_bleu:
+        return False, f"BLEU {candidate_bleu:.2f} < threshold {min_bleu:.2f}"
+    if baseline_bleu is not None and candidate_bleu < baseline_bleu - max_bleu_drop:
+        return False, f"BLEU {candidate_bleu:.2f} < baseline {baseline_bleu:.2f} - {max_bleu_drop:.2f}"
+    against = "no baseline" if baseline_bleu is None else f"baseline {baseline_bleu:.2f}"
+    return True, f"BLEU {candidate_bleu:.2f} >= threshold {min_bleu:.2f}, {against}"
+
+
+def json_table(example) -> str:
+    """A TableExample's records -> the JSONL table form of the serving signature."""
+    items = []
+    for field, value, pos_start, entity, group in zip(
+        example.fields, example.values, example.pos_start, example.entities, example.groups
+    ):
+        if pos_start == 1 or not items:  # p+ = 1 starts a new field value
+            items.append({"field": field, "value": value, "entity": entity, "group": group})
+        else:
+            items[-1]["value"] += " " + value
+    return json.dumps({"table": items}, ensure_ascii=False)
+
+
+def read_examples(examples_artifact, split: str, max_examples: int = 0) -> List:
+    import tensorflow as tf
+
+    from tablegen_tf.schema import TableExample
+
+    uri = artifact_utils.get_split_uri([examples_artifact], split)
+    files = sorted(fileio.glob(os.path.join(uri, "*")))
+    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    if max_examples:
+        dataset = dataset.take(max_examples)
+    return [TableExample.parse(record.numpy()) for record in dataset]
+
+
+def generate(saved_model_dir: str, tables: Sequence[str], batch_size: int) -> List[str]:
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops of the SavedModel)
+
+    serve = tf.saved_model.load(saved_model_dir).signatures["serving_default"]
+    texts: List[str] = []
+    for start in range(0, len(tables), batch_size):
+        batch = tf.constant(list(tables[start:start + batch_size]), tf.string)
+        texts.extend(t.decode("utf-8") for t in serve(tables=batch)["text"].numpy())
+    return texts
+
+
+def score(examples, texts: Sequence[str]) -> Dict[str, Optional[float]]:
+    """inference.evaluate's scores; undefined ones (NaN: e.g. no fact stated) -> None."""
+    from tablegen_tf import inference
+
+    scores = {k: float(v) for k, v in inference.evaluate(examples, list(texts)).items()}
+    return {k: (v if math.isfinite(v) else None) for k, v in scores.items()}
+
+
+def write_outputs(evaluation_uri: str, metrics: Dict, examples, texts: Sequence[str], step: int) -> None:
+    import tensorflow as tf
+
+    fileio.makedirs(evaluation_uri)
+    with fileio.open(os.path.join(evaluation_uri, METRICS_FILE), "w") as handle:
+        handle.write(json.dumps(metrics, indent=2, sort_keys=True))
+    with fileio.open(os.path.join(evaluation_uri, PREDICTIONS_FILE), "w") as handle:
+        for example, text in zip(examples, texts):
+            handle.write(json.dumps({"id": example.example_id, "text": text, "references": example.references}) + "\n")
+    writer = tf.summary.create_file_writer(os.path.join(evaluation_uri, LOGS_DIR))
+    with writer.as_default(step=step):
+        for name in SCALARS:
+            if metrics["candidate"].get(name) is not None:
+                tf.summary.scalar(f"eval/{name}", metrics["candidate"][name])
+        if metrics.get("baseline"):
+            tf.summary.scalar("eval/baseline_bleu", metrics["baseline"]["bleu"])
+        tf.summary.scalar("eval/blessed", float(metrics["blessed"]))
+    writer.flush()
+
+
+def bless(blessing, model, baseline_model, blessed: bool, message: str) -> None:
+    """The ModelBlessing contract of TFX's Evaluator (Pusher, LatestBlessedModelStrategy)."""
+    fileio.makedirs(blessing.uri)
+    with fileio.open(os.path.join(blessing.uri, "BLESSED" if blessed else "NOT_BLESSED"), "w") as handle:
+        handle.write(message)
+    blessing.set_int_custom_property("blessed", int(blessed))
+    blessing.set_int_custom_property("current_model_id", model.id)
+    blessing.set_string_custom_property("current_model", model.uri)
+    blessing.set_string_custom_property("blessing_message", message)
+    if baseline_model is not None:
+        blessing.set_int_custom_property("baseline_model_id", baseline_model.id)
+        blessing.set_string_custom_property("baseline_model", baseline_model.uri)
+
+
+@tfx.dsl.components.component
+def BleuEvaluator(
+    examples: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Examples],
+    model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model],
+    blessing: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.ModelBlessing],
+    evaluation: tfx.dsl.components.OutputArtifact[tfx.types.standard_artifacts.ModelEvaluation],
+    baseline_model: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Model] = None,
+    split: tfx.dsl.components.Parameter[str] = "eval",
+    min_bleu: tfx.dsl.components.Parameter[float] = 0.0,
+    max_bleu_drop: tfx.dsl.components.Parameter[float] = 0.0,
+    max_examples: tfx.dsl.components.Parameter[int] = 0,
+    batch_size: tfx.dsl.components.Parameter[int] = 64,
+    code_version: tfx.dsl.components.Parameter[str] = "",
+):
+    """Scores candidate (and baseline) SavedModels on `split`; blesses by the BLEU gate.
+
+    `code_version` (a hash of this scoring code) only keys the cache.
+    """
+    del code_version
+    eval_examples = read_examples(examples, split, max_examples)
+    tables = [json_table(e) for e in eval_examples]
+    texts = generate(path_utils.serving_model_path(model.uri), tables, batch_size)
+    metrics = {"candidate": score(eval_examples, texts), "baseline": None, "split": split}
+    if baseline_model is not None:
+        baseline_texts = generate(path_utils.serving_model_path(baseline_model.uri), tables, batch_size)
+        metrics["baseline"] = score(eval_examples, baseline_texts)
+    baseline_bleu = metrics["baseline"]["bleu"] if metrics["baseline"] else None
+    blessed, message = decide(metrics["candidate"]["bleu"], baseline_bleu, min_bleu, max_bleu_drop)
+    metrics.update(blessed=blessed, message=message, model=model.uri,
+                   baseline_model=baseline_model.uri if baseline_model is not None else None)
+    print(f"BleuEvaluator: {'BLESSED' if blessed else 'NOT BLESSED'}: {message}", flush=True)
+    write_outputs(evaluation.uri, metrics, eval_examples, texts, step=max(examples.span, 0))
+    bless(blessing, model, baseline_model, blessed, message)

@@ -1,0 +1,42 @@
+"""The BLEU gate's decision and the JSON tables rebuilt from examples."""
+
+import json
+import os
+
+import pytest
+
+from tfx_pipeline import evaluator
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "e2e")
+
+
+@pytest.mark.parametrize(
+    "bleu, baseline, min_bleu, drop, blessed",
+    [
+        (30.0, None, 25.0, 0.0, True),     # no baseline: the absolute threshold alone
+        (20.0, None, 25.0, 0.0, False),    # below the threshold
+        (30.0, 29.0, 25.0, 0.0, True),     # better than the baseline
+        (30.0, 31.0, 25.0, 0.0, False),    # worse than the baseline
+        (30.0, 31.0, 25.0, 2.0, True),     # within the allowed drop
+        (20.0, 10.0, 25.0, 0.0, False),    # better than the baseline, below the threshold
+    ],
+)
+def test_decide(bleu, baseline, min_bleu, drop, blessed):
+    decision, message = evaluator.decide(bleu, baseline, min_bleu, drop)
+    assert decision is blessed
+    assert f"{bleu:.2f}" in message
+
+
+def test_json_tables_rebuild_the_raw_items():
+    from beam_jobs.build import build_examples
+    from tablegen_tf.inference import read_tables
+    from tablegen_tf.tokenizer import TokenizerConfig
+
+    tables, _ = read_tables("e2e", os.path.join(FIXTURES, "devset.csv"), "valid")
+    built, _ = build_examples(tables, TokenizerConfig())
+    for example, table in built:
+        items = json.loads(evaluator.json_table(example))["table"]
+        assert [i["field"] for i in items] == [i.field for i in table.items]
+        # Values come back tokenized (e.g. "£20-25" -> "£20 - 25"), which the serving
+        # tokenizer maps to the same tokens.
+        assert " ".join(i["value"] for i in items).split() == example.values

@@ -1,0 +1,126 @@
+"""Entry points: run locally (LocalDagRunner + SQLite ML Metadata), compile for Kubeflow V2.
+
+Environment note: importing ``tfx.v1`` imports tensorflow_transform, which sets
+``TF_USE_LEGACY_KERAS=1``; Beam worker processes started by a run would inherit it.
+tablegen uses Keras 3 (``import keras``) everywhere and no TFX component here needs
+tf-keras, so our modules drop the variable right after importing TFX.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from typing import Dict, List, Optional
+
+from tfx_pipeline.config import PipelineConfig, for_kubeflow
+
+
+def metadata_config(config: PipelineConfig):
+    from tfx import v1 as tfx
+
+    os.makedirs(config.root, exist_ok=True)
+    return tfx.orchestration.metadata.sqlite_metadata_connection_config(config.metadata_path)
+
+
+def run_local(config: PipelineConfig) -> Dict:
+    """Runs the pipeline with LocalDagRunner; returns where_outputs_are(config)."""
+    from tfx import v1 as tfx
+
+    from tfx_pipeline.pipeline import create_pipeline
+
+    os.environ.pop("TF_USE_LEGACY_KERAS", None)
+    pipeline = create_pipeline(config, metadata_config(config))
+    tfx.orchestration.LocalDagRunner().run(pipeline)
+    return where_outputs_are(config)
+
+
+def metadata_store(config: PipelineConfig):
+    """Read-only ML Metadata store of a local run."""
+    from ml_metadata import metadata_store as mlmd
+    from ml_metadata.proto import metadata_store_pb2
+
+    connection = metadata_store_pb2.ConnectionConfig()
+    connection.sqlite.filename_uri = config.metadata_path
+    connection.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return mlmd.MetadataStore(connection)
+
+
+def _latest(store, type_name: str):
+    artifacts = store.get_artifacts_by_type(type_name)
+    return max(artifacts, key=lambda a: a.id) if artifacts else None
+
+
+def where_outputs_are(config: PipelineConfig) -> Dict:
+    """Latest model run (TensorBoard logs), evaluation and push, read from ML Metadata."""
+    store = metadata_store(config)
+    run, evaluation, push = (_latest(store, t) for t in ("ModelRun", "ModelEvaluation", "PushedModel"))
+    pushed = push is not None and push.custom_properties["pushed"].int_value == 1
+    return {
+        "model_run_logs": os.path.join(run.uri, "logs") if run else None,
+        "evaluation": evaluation.uri if evaluation else None,
+        "pushed": pushed,
+        "pushed_to": push.custom_properties["pushed_destination"].string_value if pushed else None,
+        "serving_base": config.push_directory,
+        "versions": sorted(os.listdir(config.push_directory)) if os.path.isdir(config.push_directory) else [],
+    }
+
+
+def summary_lines(config: PipelineConfig, where: Dict) -> List[str]:
+    metrics = _metrics(where.get("evaluation"))
+    lines = [f"pipeline {config.name}: root {config.root}, metadata {config.metadata_path}"]
+    if metrics:
+        lines.append(f"evaluation: {metrics.get('message')} ({where['evaluation']}/metrics.json)")
+    if where["pushed"]:
+        lines.append(f"pushed model: {where['pushed_to']}")
+    else:
+        lines.append(f"latest model not pushed; served versions in {where['serving_base']}: {where['versions']}")
+    lines.append(f"TensorBoard: tensorboard --logdir {where['model_run_logs']}   "
+                 f"(all runs: tablegen tensorboard --pipeline-root {config.root})")
+    return lines
+
+
+def _metrics(evaluation_uri: Optional[str]) -> Dict:
+    path = os.path.join(evaluation_uri or "", "metrics.json")
+    if not evaluation_uri or not os.path.exists(path):
+        return {}
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def compile_kubeflow_v2(config: PipelineConfig, output: str) -> str:
+    """Writes the Kubeflow Pipelines V2 (Vertex AI Pipelines) JSON of the pipeline."""
+    from tfx import v1 as tfx  # noqa: F401  (TFX first: sets up its registries)
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as kfp_v2
+
+    from tfx_pipeline.pipeline import create_pipeline
+
+    cloud = for_kubeflow(config)
+    image = (config.raw.get("kubeflow") or {}).get("image", "gcr.io/my-project/tablegen:latest")
+    runner = kfp_v2.KubeflowV2DagRunner(
+        config=kfp_v2.KubeflowV2DagRunnerConfig(default_image=image),
+        output_dir=os.path.dirname(os.path.abspath(output)),
+        output_filename=os.path.basename(output),
+    )
+    runner.run(create_pipeline(cloud, target="kubeflow-v2"), write_out=True)
+    return output
+
+
+def tensorboard_logdirs(pipeline_root: str) -> Dict[str, str]:
+    """name -> log dir of every Trainer model run and Evaluator evaluation under the root."""
+    found = {}
+    for prefix, parts in (("train", ("Trainer", "model_run")), ("eval", ("Evaluator", "evaluation"))):
+        paths = glob.glob(os.path.join(pipeline_root, *parts, "*", "logs"))
+        for path in sorted(paths, key=_execution_id):
+            found[f"{prefix}_{_execution_id(path)}"] = path
+    return found
+
+
+def _execution_id(logs_dir: str) -> int:
+    name = os.path.basename(os.path.dirname(logs_dir))
+    return int(name) if name.isdigit() else -1
+
+
+def tensorboard_command(pipeline_root: str, port: int = 6006) -> List[str]:
+    spec = ",".join(f"{name}:{path}" for name, path in tensorboard_logdirs(pipeline_root).items())
+    return ["tensorboard", "--logdir_spec", spec, "--port", str(port)]

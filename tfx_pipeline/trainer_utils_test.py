@@ -1,0 +1,55 @@
+"""run_fn helpers: vocabulary from the train split, finding the warm-start run."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from tfx_pipeline import trainer_utils
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "e2e")
+
+
+def _write_examples(path):
+    from beam_jobs.build import build_examples
+    from tablegen_tf.inference import read_tables
+    from tablegen_tf.tokenizer import TokenizerConfig
+
+    tables, _ = read_tables("e2e", os.path.join(FIXTURES, "devset.csv"), "train")
+    built, _ = build_examples(tables, TokenizerConfig())
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for example, _ in built:
+            writer.write(example.serialize())
+    return [example for example, _ in built]
+
+
+def test_vocabularies_are_built_like_tablegen_prepare(tmp_path):
+    os.makedirs(tmp_path / "Split-train")
+    examples = _write_examples(str(tmp_path / "Split-train" / "data_tfrecord-00000-of-00001.gz"))
+    trainer_utils.build_vocabularies(str(tmp_path / "Split-train" / "*"), str(tmp_path / "out"), 1, 50000)
+    words = (tmp_path / "out" / "vocab" / "words.txt").read_text().split("\n")
+    fields = (tmp_path / "out" / "vocab" / "fields.txt").read_text().split()
+    assert words[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert set(examples[0].values) <= set(words)
+    assert fields[:3] == ["<pad>", "<unk>", "<none>"] and "familyfriendly" in fields
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert stats["examples"] == len(examples) == 11
+
+
+def _run_dir(path, model):
+    os.makedirs(path)
+    with open(os.path.join(path, "config.json"), "w") as handle:
+        json.dump({"model": model}, handle)
+    return str(path)
+
+
+def test_warm_start_source_follows_the_model_artifact_to_its_run(tmp_path):
+    run = _run_dir(tmp_path / "model_run" / "7", {"name": "encdec-copy", "hidden_size": 8})
+    serving = tmp_path / "model" / "7" / "Format-Serving"
+    os.makedirs(serving)
+    (tmp_path / "model" / "7" / trainer_utils.RUN_INFO).write_text(json.dumps({"model_run_dir": run}))
+    assert trainer_utils.base_run_dir(str(serving)) == run
+    assert trainer_utils.base_run_dir(None) is None
+    assert trainer_utils.warm_start_source(run, {"name": "encdec-copy", "hidden_size": 8}) == run
+    # Another architecture cannot restore the checkpoint: train from scratch.
+    assert trainer_utils.warm_start_source(run, {"name": "encdec-copy", "hidden_size": 16}) is None
