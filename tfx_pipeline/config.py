@@ -13,6 +13,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import yaml
 
+from tablegen_tf.config import deep_merge, parse_overrides  # noqa: F401  (re-exported: one YAML merge rule)
+
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "default.yaml")
 METADATA_FILE = "metadata.sqlite"
 
@@ -59,31 +61,6 @@ class PipelineConfig:
     @property
     def push_directory(self) -> str:
         return os.path.join(self.serving_base, self.model_name)
-
-
-def deep_merge(base: Mapping, override: Mapping) -> Dict[str, Any]:
-    merged = copy.deepcopy(dict(base))
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
-
-
-def parse_overrides(items: Sequence[str]) -> Dict[str, Any]:
-    """["trainer.config.train.max_steps=5"] -> nested dict with YAML-parsed values."""
-    result: Dict[str, Any] = {}
-    for item in items:
-        dotted, sep, raw = item.partition("=")
-        if not sep:
-            raise ValueError(f"override {item!r} is not key.path=value")
-        *parents, leaf = dotted.strip().split(".")
-        node = result
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(raw)
-    return result
 
 
 def load_raw(path: Optional[str] = None, overrides: Optional[Mapping] = None) -> Dict[str, Any]:
