@@ -68,6 +68,8 @@ _DETOKENIZE_REPLACEMENTS = (
     (r" ([.,;:!?%)\]}]|'s|'re|'ve|'ll|'d|'m|n't)(\s|$)", r"\1\2"),
     # no space after opening brackets and currency signs
     (r"([(\[{$£€#]) ", r"\1"),
+    # hyphens that pre-tokenized corpora split off ("family - friendly", "20 - 25")
+    (r"([\p{L}\p{N}]) - ([\p{L}\p{N}])", r"\1-\2"),
 )
 
 

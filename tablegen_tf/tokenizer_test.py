@@ -40,6 +40,12 @@ def test_detokenize():
     ]
 
 
+def test_detokenize_rejoins_split_hyphens():
+    assert detokenize_batch([["a", "family", "-", "friendly", "place", ",", "£", "20", "-", "25", "."]]) == [
+        "a family-friendly place, £20-25."
+    ]
+
+
 def test_runs_inside_a_graph_with_unknown_batch():
     tokenizer = Tokenizer()
     fn = tf.function(tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
