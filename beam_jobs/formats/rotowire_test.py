@@ -35,43 +35,6 @@ def test_fixture_games_records():
     assert [i.field for i in first.items[:24]] == list(PLAYER_KEYS)
     pts = {i.entity: (i.value, i.group) for i in first.items if i.field == "PTS"}
     assert pts["Ben Gordon"] == ("N/A", "away") and pts["Al Horford"] == ("17", "home")
-import json
-import pathlib
-import shutil
-
-import pytest
-
-from beam_jobs.formats.base import InputError, RawItem, RawTable, Rejection
-from beam_jobs.formats.rotowire import PLAYER_KEYS, RotoWireReader, RotoWireSentencesReader
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures" / "rotowire"
-SHARED = ROOT.parent / "shared" / "data" / "rotowire"
-SENTENCE_FILES = ("x_type", "x_value", "x_associated", "y_aux")
-
-
-def read_all(reader, path, split="train"):
-    return [item for unit in reader.input_units(str(path), split) for item in reader.read(unit, split)]
-
-
-# --- rotowire (boxscore-data JSON) ---
-
-
-def test_fixture_games_records():
-    first, second = read_all(RotoWireReader(), FIXTURES / "games.json")
-    assert first.example_id == "rotowire:train:games:1" and first.source.endswith("games.json:1")
-    assert first.with_content_plan and first.rows == 1 and first.group_key is None
-    assert first.texts[0].startswith("The Atlanta Hawks ( 46 - 12 ) beat")
-    # 6 players x 24 box-score columns, then 2 x 15 line-score keys
-    assert len(first.items) == 6 * 24 + 2 * 15
-    assert first.items[:3] == [
-        RawItem("PLAYER_NAME", "Nikola Vucevic", "Nikola Vucevic", "away"),
-        RawItem("FIRST_NAME", "Nikola", "Nikola Vucevic", "away"),
-        RawItem("SECOND_NAME", "Vucevic", "Nikola Vucevic", "away"),
-    ]
-    assert [i.field for i in first.items[:24]] == list(PLAYER_KEYS)
-    pts = {i.entity: (i.value, i.group) for i in first.items if i.field == "PTS"}
-    assert pts["Ben Gordon"] == ("N/A", "away") and pts["Al Horford"] == ("17", "home")
     teams = [
         (i.field, i.value, i.entity, i.group) for i in first.items if i.field in ("TEAM-NAME", "TEAM-PTS")
     ]
