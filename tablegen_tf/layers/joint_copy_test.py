@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, scatter_rows
-from tablegen_tf.layers.testing import SIZES
+from tablegen_tf.layers.testing import SIZES, make_train_step
 
 V = 6
 
@@ -93,12 +93,7 @@ def test_tiny_model_learns_to_copy_an_unseen_oov_token():
                                             value_dim=4, position_dim=2, max_position=3), SIZES)
     optimizer = keras.optimizers.Adam(0.01)
 
-    @tf.function
-    def train_step(batch):
-        with tf.GradientTape() as tape:
-            loss = model.compute_loss_from_batch(batch, training=True)
-        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-        return loss
+    train_step = make_train_step(model, optimizer)
 
     for _ in range(200):
         loss = train_step(_copy_task(rng, 16)[0])

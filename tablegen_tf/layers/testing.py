@@ -50,3 +50,17 @@ def random_batch(batch_size=3, num_records=6, target_length=7, plan_length=4, ma
              for k, v in batch.items()}
     batch["record_value_text"] = tf.strings.as_string(batch["record_value"])
     return batch
+
+
+def make_train_step(model, optimizer):
+    """A compiled train step on contract batches (loss from the model, plain gradients)."""
+    import tensorflow as tf
+
+    @tf.function
+    def train_step(batch):
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss_from_batch(batch, training=True)
+        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+
+    return train_step

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tablegen_tf.layers.testing import SIZES, random_batch
+from tablegen_tf.layers.testing import SIZES, make_train_step, random_batch
 from tablegen_tf.models import MODELS, NCP, EncDec, build_model
 
 NAMES = sorted(MODELS)
@@ -21,12 +21,7 @@ def test_loss_is_finite_and_decreases(name):
     model, batch = _model(name, dropout=0.1), random_batch()
     optimizer = keras.optimizers.Adam(0.02)
 
-    @tf.function
-    def train_step(batch):
-        with tf.GradientTape() as tape:
-            loss = model.compute_loss_from_batch(batch, training=True)
-        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-        return loss
+    train_step = make_train_step(model, optimizer)
 
     losses = [float(train_step(batch)) for _ in range(15)]
     assert np.all(np.isfinite(losses))
@@ -130,12 +125,7 @@ def test_mixed_bfloat16_policy_trains_and_decodes(name):
     assert model.decoder.compute_dtype == "bfloat16" and model.decoder.variable_dtype == "float32"
     optimizer = keras.optimizers.Adam(0.02)
 
-    @tf.function
-    def train_step(batch):
-        with tf.GradientTape() as tape:
-            loss = model.compute_loss_from_batch(batch, training=True)
-        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-        return loss
+    train_step = make_train_step(model, optimizer)
 
     losses = [float(train_step(batch)) for _ in range(10)]
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
