@@ -25,8 +25,8 @@ from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from beam_jobs.formats import get_reader
-from beam_jobs.formats.base import InputError, RawTable, Rejection
+from tablegen_tf.readers import get_reader
+from tablegen_tf.readers.base import InputError, RawTable, Rejection
 from beam_jobs import summaries
 
 NAMESPACE = "tablegen.prepare"
@@ -100,7 +100,7 @@ class BuildExamples(beam.DoFn):
         self._tokenizer_config = TokenizerConfig(lowercase=self._lowercase)
 
     def process(self, tables: Sequence[RawTable]):
-        from beam_jobs.build import build_examples
+        from tablegen_tf.readers.build import build_examples
 
         examples, rejections = build_examples(tables, self._tokenizer_config)
         summary = summaries.summarize(examples)

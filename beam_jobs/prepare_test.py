@@ -11,9 +11,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs import prepare
-from beam_jobs.formats.base import InputError
+from tablegen_tf.readers.base import InputError
 from tablegen_tf import schema
-from tablegen_tf.cli import main
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures")
 IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
@@ -92,15 +91,3 @@ def test_corrupted_lines_go_to_dead_letter_and_nothing_is_lost(tmp_path):
 def test_missing_input_is_a_one_line_error(tmp_path):
     with pytest.raises(InputError):
         prepare.run(_config("wikibio", str(tmp_path / "nope"), tmp_path / "out", "train"), IN_PROCESS)
-
-
-def test_cli_exit_codes(tmp_path, capsys):
-    assert main(["prepare", "--format", "jsonl", "--input", str(tmp_path / "missing.jsonl"),
-                 "--output", str(tmp_path / "o")] + IN_PROCESS) == 2
-    assert "input not found" in capsys.readouterr().err
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text("not json\n{}\n")
-    assert main(["prepare", "--format", "jsonl", "--input", str(bad), "--output", str(tmp_path / "o2")] + IN_PROCESS) == 2
-    assert "no valid records" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["prepare", "--format", "nope", "--input", str(bad), "--output", str(tmp_path / "o3")])

@@ -14,8 +14,8 @@ from typing import Dict, Iterable, List
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-SPECIAL_WORDS = ("<pad>", "<unk>", "<s>", "</s>")
-SPECIAL_SYMBOLS = ("<pad>", "<unk>", "<none>")
+from tablegen_tf.constants import SPECIAL_SYMBOLS, SPECIAL_WORDS
+
 VOCABS = ("words", "fields", "entities", "groups")
 # Length statistics in the spirit of Lebret et al. 2016, Table 2.
 LENGTHS = (

@@ -20,7 +20,7 @@ COLUMNS = ("bleu", "rougeL", "fact_precision", "hallucination_rate", "cs_precisi
 
 
 def tablegen(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "tablegen_tf.cli", *args], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "tablegen_cli.main", *args], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"tablegen {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
     return proc.stdout

@@ -47,7 +47,7 @@ def main() -> None:
         os.makedirs(input_dir)
         total = build_input(input_dir, args.tables)
         command = [
-            sys.executable, "-m", "tablegen_tf.cli", "prepare", "--format", "wikibio",
+            sys.executable, "-m", "tablegen_cli.main", "prepare", "--format", "wikibio",
             "--input", input_dir, "--output", os.path.join(work, "out"), "--split", "train",
         ] + args.beam_args
         start = time.time()

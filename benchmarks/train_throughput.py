@@ -28,7 +28,7 @@ def ensure_data(data: str) -> str:
     train = os.path.join(data, "train")
     if not os.path.exists(os.path.join(train, "vocab", "words.txt")):
         subprocess.run(
-            [sys.executable, "-m", "tablegen_tf.cli", "prepare", "--format", "e2e-aligned", "--input",
+            [sys.executable, "-m", "tablegen_cli.main", "prepare", "--format", "e2e-aligned", "--input",
              os.path.join(ROOT, "..", "shared", "data", "e2e", "aligned"), "--split", "train", "--output", train],
             check=True, cwd=ROOT,
         )

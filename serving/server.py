@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_serve_parser(subparsers) -> argparse.ArgumentParser:
-    """For tablegen_tf/cli.py: `tablegen serve ...` (handler(args, extra) -> exit code)."""
+    """For tablegen_cli/main.py: `tablegen serve ...` (handler(args, extra) -> exit code)."""
     parser = subparsers.add_parser(
         "serve", help="serve exported SavedModels over TF Serving's gRPC/REST APIs",
         description=__doc__.split("\n\n")[0])

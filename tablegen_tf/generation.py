@@ -11,7 +11,7 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
-from tablegen_tf.data.input_pipeline import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from tablegen_tf.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tablegen_tf.decoding import beam_search, greedy_search
 
 

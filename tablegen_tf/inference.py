@@ -13,9 +13,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from beam_jobs.build import build_examples
-from beam_jobs.formats import get_reader
-from beam_jobs.formats.base import RawTable, Rejection, infer_split
+from tablegen_tf.readers.build import build_examples
+from tablegen_tf.readers import get_reader
+from tablegen_tf.readers.base import RawTable, Rejection, infer_split
 from tablegen_tf import schema
 from tablegen_tf.data import input_pipeline as ip
 from tablegen_tf.generation import DecodeConfig, generate_tokens

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
-# Feature keys (the contract between beam_jobs, the reader and TFX).
+# Feature keys (the contract between the readers, beam_jobs, the input pipeline and TFX).
 EXAMPLE_ID = "example_id"
 SOURCE = "source"
 RECORD_FIELD = "record_field"

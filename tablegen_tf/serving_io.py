@@ -6,7 +6,7 @@ of core TensorFlow string / ragged ops only (RE2 regexes, splits, unicode ops,
 ``py_function``, no TF-Addons, no custom ops.
 
 The serving input ``tables`` is a ``tf.string [batch]`` tensor, each element
-one JSON object in the users' JSONL form (``beam_jobs/formats/jsonl.py``)::
+one JSON object in the users' JSONL form (``tablegen_tf/readers/jsonl.py``)::
 
     {"table": [{"field": "name", "value": "The Vaults"},
                {"field": "eatType", "value": "pub", "entity": "", "group": ""}],
@@ -21,7 +21,7 @@ one JSON object in the users' JSONL form (``beam_jobs/formats/jsonl.py``)::
   (INVALID_ARGUMENT in TF Serving) naming the batch index and the problem.
 * :func:`table_records` -> ragged ``[B, (records)]`` record features keyed like
   ``tablegen_tf.schema`` (one record per value token, Lebret p+ / p-), the
-  same records as ``beam_jobs.build.build_examples``.
+  same records as ``tablegen_tf.readers.build.build_examples``.
 * :func:`batched_records_features` -> dense padded ``[B, R]`` record tensors of
   the batch contract (``tablegen_tf/data/CONTRACT.md``), reusing
   ``input_pipeline.records_features``.
@@ -299,7 +299,7 @@ def _with_floats(numbers: tf.Tensor, is_int: tf.Tensor, ints: tf.Tensor) -> tf.T
 def parse_tables(tables: tf.Tensor) -> Dict[str, tf.RaggedTensor]:
     """JSON table strings ``[B]`` -> ``{"field", "value", "entity", "group"}`` ragged ``[B, (items)]``.
 
-    The same items as ``beam_jobs.formats.jsonl`` (``RawTable.items``): see
+    The same items as ``tablegen_tf.readers.jsonl`` (``RawTable.items``): see
     the module docstring. Raises ``tf.errors.InvalidArgumentError`` at run
     time (eager, tf.function or SavedModel) for the first invalid element, e.g.
     ``tables[3]: table[1].value must be a string or a number, got missing``.
@@ -424,7 +424,7 @@ def _fail(tables, invalid, code, item_code, bad_item, item_starts) -> tf.Tensor:
 def table_records(parsed: Dict[str, tf.RaggedTensor], tokenizer: Tokenizer) -> Dict[str, tf.RaggedTensor]:
     """Items ``[B, (items)]`` -> records ``[B, (records)]`` keyed by ``tablegen_tf.schema``.
 
-    Like ``beam_jobs.build`` + ``TableExample.add_field``: one record per value
+    Like ``tablegen_tf.readers.build`` + ``TableExample.add_field``: one record per value
     token (pos_start 1-based from the start, pos_end from the end), field /
     entity / group repeated; items whose value has no token give no record.
     Positions are int64, the rest strings.

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from beam_jobs.build import build_examples
-from beam_jobs.formats.base import Rejection
-from beam_jobs.formats.e2e import parse_aligned_mr, parse_mr
-from beam_jobs.formats.jsonl import _row
+from tablegen_tf.readers.build import build_examples
+from tablegen_tf.readers.base import Rejection
+from tablegen_tf.readers.e2e import parse_aligned_mr, parse_mr
+from tablegen_tf.readers.jsonl import _row
 from tablegen_tf import schema, serving_io
 from tablegen_tf.data.input_pipeline import Vocabularies, records_features
 from tablegen_tf.tokenizer import Tokenizer, TokenizerConfig

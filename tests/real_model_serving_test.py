@@ -49,7 +49,7 @@ def exported(trained, tmp_path_factory):
 
 
 def _local_texts(run_dir):
-    from tablegen_tf.cli import main
+    from tablegen_cli.main import main
 
     output = os.path.join(run_dir, "dev.txt")
     assert main(["generate", "--model", run_dir, "--format", "e2e", "--input", DEVSET, "--output", output]) == 0

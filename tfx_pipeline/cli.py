@@ -1,9 +1,9 @@
-"""`tablegen pipeline run|compile` and `tablegen tensorboard`, wired by tablegen_tf/cli.py:
+"""`tablegen pipeline run|compile` and `tablegen tensorboard`, wired by tablegen_cli/main.py:
 
     from tfx_pipeline.cli import add_pipeline_parser
     add_pipeline_parser(subparsers)
 
-Handlers follow tablegen_tf/cli.py's contract: ``handler(args, extra) -> exit code``.
+Handlers follow tablegen_cli/main.py's contract: ``handler(args, extra) -> exit code``.
 Heavy imports (TFX, TensorFlow) happen inside the handlers.
 """
 
@@ -62,7 +62,7 @@ def _config(args):
 
 
 def run_handler(args, _extra=None) -> int:
-    from beam_jobs.formats.base import InputError
+    from tablegen_tf.readers.base import InputError
     from tfx_pipeline import runner
     from tfx_pipeline.components import DataAnomaliesError
 
@@ -101,7 +101,7 @@ def tensorboard_handler(args, _extra=None) -> int:
 
 
 def main(argv: List[str] = None) -> int:
-    """Stand-alone entry (python -m tfx_pipeline.cli ...) until tablegen_tf/cli.py wires it."""
+    """Stand-alone entry (python -m tfx_pipeline.cli ...) until tablegen_cli/main.py wires it."""
     parser = argparse.ArgumentParser(prog="tablegen")
     add_pipeline_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
 """Custom TFX pieces: our ExampleGen executor, the anomalies gate, the baseline resolver.
 
 * ``TableExampleGenExecutor``: a FileBasedExampleGen executor that runs the
-  project's corpus readers (``beam_jobs.formats``) and example builder
-  (``beam_jobs.build``) on the files each split pattern matches, so TFX sees
+  project's corpus readers (``tablegen_tf.readers``) and example builder
+  (``tablegen_tf.readers.build``) on the files each split pattern matches, so TFX sees
   exactly the records ``tablegen prepare`` writes. Rejected rows go to
   ``<examples uri>/dead_letter/<split>.jsonl`` (beside the ``Split-*`` dirs) and
   are counted in the artifact's custom properties ``rejected_<split>``.
@@ -25,8 +25,8 @@ from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils
 
-from beam_jobs.formats import get_reader
-from beam_jobs.formats.base import InputError
+from tablegen_tf.readers import get_reader
+from tablegen_tf.readers.base import InputError
 from beam_jobs.prepare import BuildExamples, ReadUnit, merge_references
 from tfx_pipeline.config import SplitSpec
 

@@ -28,7 +28,7 @@ def test_decide(bleu, baseline, min_bleu, drop, blessed):
 
 
 def test_json_tables_rebuild_the_raw_items():
-    from beam_jobs.build import build_examples
+    from tablegen_tf.readers.build import build_examples
     from tablegen_tf.inference import read_tables
     from tablegen_tf.tokenizer import TokenizerConfig
 

@@ -11,7 +11,7 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests
 
 
 def _write_examples(path):
-    from beam_jobs.build import build_examples
+    from tablegen_tf.readers.build import build_examples
     from tablegen_tf.inference import read_tables
     from tablegen_tf.tokenizer import TokenizerConfig
 

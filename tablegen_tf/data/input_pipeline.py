@@ -13,9 +13,8 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 
 from tablegen_tf import schema
+from tablegen_tf.constants import BOS_ID, EOS_ID, NONE_ID, UNK_ID
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-NONE_ID = 2  # "<none>" in the field/entity/group vocabularies
 VOCAB_NAMES = ("words", "fields", "entities", "groups")
 
 

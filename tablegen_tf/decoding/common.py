@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-NEG_INF = float("-inf")
+from tablegen_tf.constants import NEG_INF  # noqa: F401  (common.NEG_INF in the decoders)
 
 
 def tile_batch(nested, multiplier: int):

@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-PAD, UNK, START, END = 0, 1, 2, 3
-NEG_INF = float("-inf")
+from tablegen_tf.constants import BOS_ID as START, EOS_ID as END, NEG_INF, PAD_ID as PAD, UNK_ID as UNK  # noqa: F401
 
 
 def random_table(seed, vocab=6, width=None, peak=2.0):

@@ -16,9 +16,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-# "Minus infinity" used for masking: finite, so that masked positions never
-# produce inf - inf = NaN in log-space sums or in gradients.
-NEG_INF = -1e9
+from tablegen_tf.constants import MASKED_LOGIT
+
 
 
 def masked_log_softmax(logits, mask):
@@ -27,7 +26,7 @@ def masked_log_softmax(logits, mask):
 
 
 def _mask(scores, mask):
-    return tf.where(mask, scores, tf.cast(NEG_INF, scores.dtype))
+    return tf.where(mask, scores, tf.cast(MASKED_LOGIT, scores.dtype))
 
 
 def _step_mask(query, memory_mask):

@@ -21,7 +21,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tablegen_tf.layers.attention import NEG_INF, LuongAttention
+from tablegen_tf.constants import MASKED_LOGIT
+from tablegen_tf.layers.attention import LuongAttention
 
 
 def plan_targets(content_plan, num_records):
@@ -131,4 +132,4 @@ def gather_plan(values, plan, axis=1):
     return tf.gather(values, tf.maximum(plan, 0), axis=axis, batch_dims=1)
 
 
-__all__ = ["ContentPlanner", "PlanEncoder", "plan_targets", "gather_plan", "NEG_INF"]
+__all__ = ["ContentPlanner", "PlanEncoder", "plan_targets", "gather_plan"]

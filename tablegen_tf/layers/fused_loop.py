@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tablegen_tf.layers.attention import NEG_INF, dot_scores, weighted_sum
+from tablegen_tf.constants import MASKED_LOGIT
+from tablegen_tf.layers.attention import dot_scores, weighted_sum
 
 
 def attention_lstm_loop(x_gates, state, recurrent, biases, output_kernel, keys, memory, memory_mask,
@@ -70,7 +71,7 @@ def _gates(z):
 
 def _attention_probs(query, keys, memory_mask):
     scores = tf.cast(dot_scores(query, keys), tf.float32)
-    return tf.cast(tf.nn.softmax(tf.where(memory_mask, scores, NEG_INF)), query.dtype)
+    return tf.cast(tf.nn.softmax(tf.where(memory_mask, scores, MASKED_LOGIT)), query.dtype)
 
 
 def _forward(parts, memory_mask, masks, layers, carry_step):

@@ -26,9 +26,9 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tablegen_tf.layers.attention import NEG_INF, make_attention
+from tablegen_tf.constants import MASKED_LOGIT, UNK_ID
+from tablegen_tf.layers.attention import make_attention
 
-UNK_ID = 1
 
 
 @keras.saving.register_keras_serializable(package="tablegen")
@@ -68,7 +68,7 @@ def joint_copy_nll(vocab_logits, labels, switch_logit, copy_log_probs, copy_mask
     """
     vocab_logits, switch_logit, copy_log_probs = (
         tf.cast(x, tf.float32) for x in (vocab_logits, switch_logit, copy_log_probs))
-    neg = tf.constant(NEG_INF, tf.float32)
+    neg = tf.constant(MASKED_LOGIT, tf.float32)
     vocab_log_prob = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels, vocab_logits)
     can_copy = copy_mask > 0
     has_copy = tf.reduce_any(can_copy, axis=-1)
@@ -104,8 +104,8 @@ def extended_log_probs(vocab_log_probs, switch_logit, copy_probs, memory_value, 
     vocab_size = tf.shape(vocab_log_probs)[1]
     slot = tf.where(memory_value > UNK_ID, memory_value, vocab_size + memory_record)
     folded = scatter_rows(copy_probs, slot, vocab_size + num_records)
-    log_folded = tf.where(folded > 0, tf.math.log(tf.maximum(folded, 1e-30)), NEG_INF)
-    padded_vocab = tf.pad(vocab_log_probs, [[0, 0], [0, num_records]], constant_values=NEG_INF)
+    log_folded = tf.where(folded > 0, tf.math.log(tf.maximum(folded, 1e-30)), MASKED_LOGIT)
+    padded_vocab = tf.pad(vocab_log_probs, [[0, 0], [0, num_records]], constant_values=MASKED_LOGIT)
     return _logaddexp(
         tf.math.log_sigmoid(switch_logit)[:, None] + padded_vocab,
         tf.math.log_sigmoid(-switch_logit)[:, None] + log_folded,

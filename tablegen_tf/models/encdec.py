@@ -31,7 +31,7 @@ import contextlib
 import keras
 import tensorflow as tf
 
-from tablegen_tf.layers.attention import NEG_INF
+from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, PAD_ID
 from tablegen_tf.layers.content_planning import ContentPlanner, PlanEncoder, gather_plan, plan_targets
 from tablegen_tf.layers.content_selection import ContentSelectionGate
 from tablegen_tf.layers.initial_state import EntityMeanInitialState
@@ -39,7 +39,6 @@ from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_c
 from tablegen_tf.layers.lstm_decoder import AttentionLSTMDecoder
 from tablegen_tf.layers.record_encoder import RecordEncoder
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
 @contextlib.contextmanager
@@ -252,7 +251,7 @@ class EncDec(keras.Model):
                 inputs, state, memory["memory"], memory["memory_mask"], keys
             )
             log_probs = self._extended_log_probs(h_tilde, context, inputs, memory, copy_keys, num_records)
-            return tf.where(log_probs <= NEG_INF / 2, float("-inf"), log_probs), state
+            return tf.where(log_probs <= MASKED_LOGIT / 2, NEG_INF, log_probs), state
 
         return step_fn
 
@@ -265,7 +264,7 @@ class EncDec(keras.Model):
     def _extended_log_probs(self, h_tilde, context, inputs, memory, copy_keys, num_records):
         vocab_log_probs = tf.nn.log_softmax(tf.cast(self.output_projection(h_tilde), tf.float32))
         if self.copier is None:
-            return tf.pad(vocab_log_probs, [[0, 0], [0, num_records]], constant_values=NEG_INF)
+            return tf.pad(vocab_log_probs, [[0, 0], [0, num_records]], constant_values=MASKED_LOGIT)
         copy_log_probs, switch_logit = self.copier(
             h_tilde, context, inputs, memory["memory"], memory["memory_mask"], keys=copy_keys
         )
@@ -363,7 +362,7 @@ class NCP(EncDec):
 
         def step_fn(prev_ids, step, state):
             log_probs, state = self.planner.step(prev_ids, state, plan_memory, pointable, keys)
-            return tf.where(log_probs <= NEG_INF / 2, float("-inf"), log_probs), list(state)
+            return tf.where(log_probs <= MASKED_LOGIT / 2, NEG_INF, log_probs), list(state)
 
         return step_fn
 

@@ -1,7 +1,7 @@
 """What every corpus reader produces: raw (untokenized) tables or rejections.
 
 Readers are plain Python (no Beam) so they are easy to test; the Beam job in
-``beam_jobs/prepare.py`` runs them, tokenizes with the one TF tokenizer,
+``beam_jobs/prepare.py`` runs them in Beam, tokenizes with the one TF tokenizer,
 builds ``tablegen_tf.schema.TableExample`` and writes records, dead letters,
 vocabularies and statistics.
 """

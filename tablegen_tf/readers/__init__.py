@@ -5,18 +5,18 @@ from __future__ import annotations
 import importlib
 from typing import Dict, List
 
-from beam_jobs.formats.base import FormatReader
+from tablegen_tf.readers.base import FormatReader
 
 # format name -> module holding its reader; imported lazily so a broken
 # optional reader never stops the others.
 _MODULES = {
-    "wikibio": "beam_jobs.formats.wikibio",
-    "e2e": "beam_jobs.formats.e2e",
-    "e2e-aligned": "beam_jobs.formats.e2e",
-    "webnlg": "beam_jobs.formats.webnlg",
-    "rotowire": "beam_jobs.formats.rotowire",
-    "rotowire-sentences": "beam_jobs.formats.rotowire",
-    "jsonl": "beam_jobs.formats.jsonl",
+    "wikibio": "tablegen_tf.readers.wikibio",
+    "e2e": "tablegen_tf.readers.e2e",
+    "e2e-aligned": "tablegen_tf.readers.e2e",
+    "webnlg": "tablegen_tf.readers.webnlg",
+    "rotowire": "tablegen_tf.readers.rotowire",
+    "rotowire-sentences": "tablegen_tf.readers.rotowire",
+    "jsonl": "tablegen_tf.readers.jsonl",
 }
 
 

@@ -14,7 +14,7 @@ import os
 import re
 from typing import Iterable, Iterator, List, Optional, Tuple
 
-from beam_jobs.formats.base import (
+from tablegen_tf.readers.base import (
     FormatReader,
     InputError,
     Parsed,

@@ -6,8 +6,8 @@ from typing import List
 
 import pytest
 
-from beam_jobs.formats.base import InputError, RawTable, Rejection
-from beam_jobs.formats.e2e import (
+from tablegen_tf.readers.base import InputError, RawTable, Rejection
+from tablegen_tf.readers.e2e import (
     E2EAlignedReader,
     E2ECsvReader,
     mr_key,

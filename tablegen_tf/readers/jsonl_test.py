@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from beam_jobs.formats.base import InputError, RawTable, Rejection
-from beam_jobs.formats.jsonl import JsonlReader
+from tablegen_tf.readers.base import InputError, RawTable, Rejection
+from tablegen_tf.readers.jsonl import JsonlReader
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "jsonl" / "train.jsonl"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from beam_jobs.formats.base import RawTable, Rejection
+from tablegen_tf.readers.base import RawTable, Rejection
 from tablegen_tf import schema
 from tablegen_tf.tokenizer import TokenizerConfig, tokenize_batch
 

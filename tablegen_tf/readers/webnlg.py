@@ -26,7 +26,7 @@ import re
 from typing import Dict, Iterator, List
 from xml.parsers import expat
 
-from beam_jobs.formats.base import (
+from tablegen_tf.readers.base import (
     FormatReader,
     InputError,
     Parsed,

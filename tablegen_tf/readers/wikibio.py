@@ -23,7 +23,7 @@ import itertools
 import os
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
-from beam_jobs.formats.base import FormatReader, InputError, Parsed, RawItem, RawTable, Rejection
+from tablegen_tf.readers.base import FormatReader, InputError, Parsed, RawItem, RawTable, Rejection
 
 _EXTENSIONS = (".box", ".sent", ".nb")
 _NONE = "<none>"

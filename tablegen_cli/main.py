@@ -63,7 +63,7 @@ def _add_prepare(subparsers) -> None:
 
 def _run_prepare(args, beam_args: List[str]) -> int:
     from beam_jobs import prepare
-    from beam_jobs.formats.base import InputError, infer_split
+    from tablegen_tf.readers.base import InputError, infer_split
 
     config = prepare.PrepareConfig(
         format=args.format,

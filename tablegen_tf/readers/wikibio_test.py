@@ -6,8 +6,8 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-from beam_jobs.formats.base import InputError, RawTable, Rejection
-from beam_jobs.formats.wikibio import WikiBioReader, parse_box
+from tablegen_tf.readers.base import InputError, RawTable, Rejection
+from tablegen_tf.readers.wikibio import WikiBioReader, parse_box
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "wikibio" / "train"
@@ -182,7 +182,7 @@ def test_real_subset_parses_completely(split, count):
 
 
 def test_article_ranges_read_the_same_as_the_whole(monkeypatch):
-    import beam_jobs.formats.wikibio as wikibio
+    import tablegen_tf.readers.wikibio as wikibio
 
     reader = wikibio.WikiBioReader()
     directory = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "wikibio", "train")

@@ -24,7 +24,7 @@ import json
 import os
 from typing import Dict, Iterator, List, Optional, Sequence
 
-from beam_jobs.formats.base import (
+from tablegen_tf.readers.base import (
     FormatReader,
     InputError,
     Parsed,

@@ -10,7 +10,7 @@ import pytest
 from beam_jobs import prepare
 from tablegen_tf.config import load_config
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TINY = {
     "model": {"hidden_size": 8, "word_dim": 8, "field_dim": 4, "value_dim": 8, "position_dim": 2, "num_layers": 1},
@@ -82,6 +82,6 @@ result = trainer.train(progress=False)
 assert result.steps == 2
 print("MIRRORED_OK")
 """
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=600)
     assert "MIRRORED_OK" in proc.stdout, proc.stderr[-3000:]

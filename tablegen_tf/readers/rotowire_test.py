@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 
-from beam_jobs.formats.base import InputError, RawItem, RawTable, Rejection
-from beam_jobs.formats.rotowire import PLAYER_KEYS, RotoWireReader, RotoWireSentencesReader
+from tablegen_tf.readers.base import InputError, RawItem, RawTable, Rejection
+from tablegen_tf.readers.rotowire import PLAYER_KEYS, RotoWireReader, RotoWireSentencesReader
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "rotowire"

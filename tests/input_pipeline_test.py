@@ -7,7 +7,7 @@ import tensorflow as tf
 from beam_jobs import prepare
 from tablegen_tf.data import input_pipeline as ip
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
 

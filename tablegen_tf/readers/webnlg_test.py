@@ -4,8 +4,8 @@ import shutil
 
 import pytest
 
-from beam_jobs.formats.base import InputError, RawItem, RawTable, Rejection
-from beam_jobs.formats.webnlg import WebNLGReader, clean_entity, clean_property
+from tablegen_tf.readers.base import InputError, RawItem, RawTable, Rejection
+from tablegen_tf.readers.webnlg import WebNLGReader, clean_entity, clean_property
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "webnlg" / "train"

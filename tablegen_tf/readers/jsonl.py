@@ -18,7 +18,7 @@ import json
 import os
 from typing import Any, Iterator, List, Optional, Tuple
 
-from beam_jobs.formats.base import (
+from tablegen_tf.readers.base import (
     FormatReader,
     InputError,
     Parsed,

@@ -1,0 +1,18 @@
+"""The one place for tablegen's special tokens and numeric constants.
+
+Vocabulary files list the special tokens first, so their ids are fixed:
+words ``<pad> <unk> <s> </s>`` (0-3); fields / entities / groups
+``<pad> <unk> <none>`` (0-2).
+"""
+
+SPECIAL_WORDS = ("<pad>", "<unk>", "<s>", "</s>")
+SPECIAL_SYMBOLS = ("<pad>", "<unk>", "<none>")  # field, entity and group vocabularies
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(len(SPECIAL_WORDS))
+NONE_ID = SPECIAL_SYMBOLS.index("<none>")  # "" entity/group: known to be absent, not unknown
+
+# Two kinds of "minus infinity", kept apart on purpose:
+# MASKED_LOGIT is added to the scores of masked positions BEFORE a softmax: finite, so a
+# row whose every position is masked still gives a finite (uniform) softmax, no NaN.
+MASKED_LOGIT = -1e9
+# NEG_INF is the log-probability of a token the decoders must never pick.
+NEG_INF = float("-inf")
