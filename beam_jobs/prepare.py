@@ -1,7 +1,7 @@
 """The prepare job: corpus in its native format -> record TFRecords + vocabularies + statistics.
 
-    rows --Read--> RawTable | Rejection
-    RawTable --(group by MR on valid/test)--> --BatchElements--> tokenize (one TF call per batch)
+    rows --Read--> RawTable | RawText | Rejection
+    raw --(group by MR / source on valid/test)--> --BatchElements--> tokenize (one TF call per batch)
              --> TableExample --> examples-*.tfrecord.gz
     Rejection --> dead_letter.jsonl
     per-batch summaries --combine--> vocab/*.txt, stats.json
@@ -26,7 +26,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tablegen_tf.readers import get_reader
-from tablegen_tf.readers.base import InputError, RawTable, Rejection
+from tablegen_tf.readers.base import InputError, Raw, Rejection
 from beam_jobs import summaries
 
 NAMESPACE = "tablegen.prepare"
@@ -71,8 +71,24 @@ class ReadUnit(beam.DoFn):
                 yield parsed
 
 
-def merge_references(key_and_tables: Tuple[str, Iterable[RawTable]]) -> RawTable:
-    """Valid/test: rows sharing one MR become one example with all references."""
+class MergeReferences(beam.PTransform):
+    """Valid/test: rows sharing one MR (or one source sentence) become one example with
+    all references. Used by `tablegen prepare` and the TFX ExampleGen alike."""
+
+    def expand(self, tables):
+        return (
+            tables
+            | "KeyByMR" >> beam.Map(_merge_key)
+            | "GroupByMR" >> beam.GroupByKey()
+            | "MergeReferences" >> beam.Map(merge_references)
+        )
+
+
+def _merge_key(raw: Raw) -> Tuple[str, Raw]:
+    return raw.group_key or raw.example_id, raw
+
+
+def merge_references(key_and_tables: Tuple[str, Iterable[Raw]]) -> Raw:
     _, tables = key_and_tables
     tables = sorted(tables, key=lambda t: _source_order(t.source))
     first = tables[0]
@@ -99,7 +115,7 @@ class BuildExamples(beam.DoFn):
 
         self._tokenizer_config = TokenizerConfig(lowercase=self._lowercase)
 
-    def process(self, tables: Sequence[RawTable]):
+    def process(self, tables: Sequence[Raw]):
         from tablegen_tf.readers.build import build_examples
 
         examples, rejections = build_examples(tables, self._tokenizer_config)
@@ -126,12 +142,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig) -> None:
     )
     tables = parsed.tables
     if config.split != "train":
-        tables = (
-            tables
-            | "KeyByMR" >> beam.Map(lambda t: (t.group_key or t.example_id, t))
-            | "GroupByMR" >> beam.GroupByKey()
-            | "MergeReferences" >> beam.Map(merge_references)
-        )
+        tables = tables | "MergeByMR" >> MergeReferences()
     elif len(units_list) == 1:
         tables = tables | "Spread" >> beam.Reshuffle()
     built = (
@@ -216,7 +227,8 @@ def run(config: PrepareConfig, beam_args: Optional[List[str]] = None) -> Dict[st
 
 
 def _write_counts(config: PrepareConfig, counts: Dict[str, int]) -> None:
-    metadata = {"config": dataclasses.asdict(config), "counts": counts}
+    metadata = {"config": dataclasses.asdict(config), "counts": counts,
+                "example_form": get_reader(config.format).example_form}
     with FileSystems.create(os.path.join(config.output, "metadata.json")) as handle:
         handle.write(json.dumps(metadata, indent=2).encode("utf-8"))
 

@@ -35,6 +35,9 @@ def empty_summary() -> Dict[str, collections.Counter]:
 def summarize(examples) -> Dict[str, collections.Counter]:
     summary = empty_summary()
     for example, _ in examples:
+        if example.form == "text":
+            _summarize_text(summary, example)
+            continue
         summary["words"].update(example.values)
         for tokens in example.reference_tokens or [" ".join(example.target_tokens)]:
             summary["words"].update(tokens.split(" ") if tokens else [])
@@ -47,6 +50,18 @@ def summarize(examples) -> Dict[str, collections.Counter]:
         summary["fields_per_table"][len(set(example.fields))] += 1
         summary["references"][max(1, len(example.references))] += 1
     return summary
+
+
+def _summarize_text(summary, example) -> None:
+    """A TextExample: its source plays the table's part (records = source tokens)."""
+    summary["words"].update(example.source_tokens)
+    for tokens in example.reference_tokens or [" ".join(example.target_tokens)]:
+        summary["words"].update(tokens.split(" ") if tokens else [])
+    source = set(example.source_tokens)
+    summary["target_tokens"][len(example.target_tokens)] += 1
+    summary["table_tokens_in_target"][sum(1 for t in example.target_tokens if t in source)] += 1
+    summary["records"][len(example.source_tokens)] += 1
+    summary["references"][max(1, len(example.references))] += 1
 
 
 class MergeSummaries(beam.CombineFn):

@@ -21,9 +21,9 @@ DEVSET = os.path.join(ROOT, "..", "shared", "data", "e2e", "devset.csv")
 
 def e2e_tables(limit: int):
     sys.path.insert(0, ROOT)
-    from tablegen_tf.inference import read_tables
+    from tablegen_tf.inference import read_inputs
 
-    tables, _ = read_tables("e2e", DEVSET, "valid")
+    tables, _ = read_inputs("e2e", DEVSET, "valid")
     return [json.dumps({"table": [{"field": i.field, "value": i.value} for i in t.items]}) for t in tables[:limit]]
 
 

@@ -23,7 +23,8 @@ def one_step(tbptt: bool) -> dict:
 
     sizes = {"words": 10000, "fields": 40, "entities": 700, "groups": 4}
     batch = random_batch(batch_size=8, num_records=600, target_length=300, plan_length=4, max_position=30, sizes=sizes)
-    model = build_model("encdec-copy", {"hidden_size": 256, "num_layers": 2, "word_dim": 256, "max_position": 30}, sizes)
+    model = build_model("encdec-copy", {"hidden_size": 256, "num_layers": 2, "word_dim": 256}, sizes,
+                        {"max_position": 30})
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if tbptt:
         loss, grads = tbptt_loss_and_gradients(model, batch, 100, 100)

@@ -98,15 +98,15 @@ def generate_remote(server: str, model_name: str, tables: Sequence[str],
         return model.generate(tables, signature, batch_size, extra_inputs)
 
 
-def generate_for_corpus(args) -> List[str]:
-    """`tablegen generate --server HOST:PORT`: the corpus's distinct tables in input
-    order (the same reader as local generation), one text each. --beam-size or
+def generate_for_corpus(args) -> Tuple[List[str], int]:
+    """`tablegen generate --server HOST:PORT`: (texts, inputs read) for the corpus's distinct
+    inputs in input order (the same reader as local generation), one text each. --beam-size or
     --max-length select the `generate` signature; the other control then takes
     DecodeConfig's default, since the served model's own defaults are not visible."""
     from tablegen_tf import inference
-    from tablegen_tf.generation import DecodeConfig
+    from tablegen_tf.config import DecodeConfig
 
-    tables, rejected = inference.read_tables(args.format, args.input, args.split)
+    tables, rejected = inference.read_inputs(args.format, args.input, args.split)
     for rejection in rejected:
         print(f"rejected {rejection.file}:{rejection.line}: {rejection.reason}", file=sys.stderr)
     signature, extra = "serving_default", None
@@ -116,19 +116,9 @@ def generate_for_corpus(args) -> List[str]:
         extra = {"beam_size": args.beam_size or defaults.beam_size,
                  "max_length": args.max_length or defaults.max_length,
                  "must_include": [[] for _ in tables]}
-    return generate_remote(args.server, args.model_name or "tablegen", [table_json(t) for t in tables],
-                           signature, timeout=args.timeout, batch_size=args.batch_size,
-                           extra_inputs=extra)
-
-
-def table_json(table) -> str:
-    """A reader's RawTable in the JSONL table form the SavedModel parses."""
-    records = []
-    for item in table.items:
-        record = {"field": item.field, "value": item.value}
-        record.update({k: v for k, v in (("entity", item.entity), ("group", item.group)) if v})
-        records.append(record)
-    return json.dumps({"table": records}, ensure_ascii=False)
+    texts = generate_remote(args.server, args.model_name or "tablegen", [t.serving_input() for t in tables],
+                            signature, timeout=args.timeout, batch_size=args.batch_size, extra_inputs=extra)
+    return texts, len(tables) + len(rejected)
 
 
 def _chunk(value, total: int, start: int, size: int):

@@ -24,6 +24,7 @@ FORMAT_HELP = {
     "rotowire": "original RotoWire boxscore-data JSON",
     "rotowire-sentences": "RotoWire x_type/x_value/x_associated/y_aux directory",
     "jsonl": 'generic {"table": [{"field", "value"}...], "text": ...} lines',
+    "text-pairs": "text-to-text: source<TAB>target lines (.tsv/.txt, .gz allowed)",
 }
 
 
@@ -94,29 +95,72 @@ def _add_train(subparsers) -> None:
         "train",
         help="train a model on prepared records",
         description=(
-            "Trains a model of the RotoWire encoder-decoder family on directories written by "
-            "`tablegen prepare`. The config is YAML merged over tablegen_tf/configs/defaults.yaml "
-            "(a corpus name such as e2e, or a file). Checkpoints go to OUT/checkpoints (a rerun "
-            "resumes from the latest, also after kill -9), the best model by validation BLEU to "
-            "OUT/best, TensorBoard logs to OUT/logs (tensorboard --logdir OUT/logs)."
+            "Trains a model family (--model, or model.name in the config) on directories written by "
+            "`tablegen prepare`. The config's defaults are in code (`tablegen config show`); a corpus "
+            "YAML (e2e, ...) or your own file and --set only override, and an unknown key is an error. "
+            "The budget is --max-steps (seeded: the same model on every machine); --max-minutes is a "
+            "safety cap. Checkpoints go to OUT/checkpoints (a rerun resumes from the latest, also after "
+            "kill -9), the best model by validation BLEU to OUT/best, the merged config to "
+            "OUT/config.json, TensorBoard logs to OUT/logs (tensorboard --logdir OUT/logs)."
         ),
     )
-    parser.add_argument("--config", default=None, help="corpus name (e2e, webnlg, rotowire_sentences, rotowire, wikibio) or YAML file")
-    parser.add_argument("--model", default=None, help="model name: encdec, encdec-copy, encdec-cs, ncp")
+    _add_config_arguments(parser)
     parser.add_argument("--data", default=None, help="directory holding train/ and valid/ prepared splits")
     parser.add_argument("--train", dest="train_dir", default=None, help="prepared training directory")
     parser.add_argument("--valid", dest="valid_dir", default=None, help="prepared validation directory")
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, vocabularies)")
-    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
-    parser.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
+    parser.add_argument("--max-steps", type=int, default=None, help="the training budget in steps (train.max_steps)")
+    parser.add_argument("--max-minutes", type=float, default=None, help="wall-time safety cap (train.max_minutes)")
     parser.add_argument("--warm-start-from", default=None, help="initialise weights from another run directory")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, e.g. --set model.hidden_size=128 (repeatable)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=_run_train)
 
 
-def training_config(args) -> dict:
+def _add_config_arguments(parser) -> None:
+    from tablegen_tf.config import available_configs
+
+    parser.add_argument("--config", default=None,
+                        help=f"corpus config ({', '.join(available_configs())}) or a YAML file")
+    parser.add_argument("--model", default=None, help="model family (model.name); `tablegen models` lists them")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override, e.g. --set model.hidden_size=128 (repeatable; YAML values)")
+
+
+def _add_config(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "config", help="print the merged config (code defaults <- corpus YAML <- --set)",
+        description="Prints the config `tablegen train` would use, as YAML: the model family's and the "
+        "sections' defaults from code, overridden by --config and --set. Unknown keys are errors.")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = sub.add_parser("show", help="print the merged config")
+    _add_config_arguments(show)
+    show.set_defaults(handler=_run_config_show)
+    models = subparsers.add_parser("models", help="list the registered model families")
+    models.set_defaults(handler=_run_models)
+
+
+def _run_config_show(args, _extra) -> int:
+    import yaml
+
+    from tablegen_tf.config import load_config, parse_overrides
+
+    overrides = parse_overrides(args.overrides)
+    if args.model:
+        overrides.setdefault("model", {})["name"] = args.model
+    print(yaml.safe_dump(load_config(args.config, overrides).to_dict(), sort_keys=False), end="")
+    return 0
+
+
+def _run_models(_args, _extra) -> int:
+    from tablegen_tf.models import family_names, get_family
+
+    for name in family_names():
+        family = get_family(name)
+        print(f"{name:16s} {family.example_form:6s} {family.description}")
+    return 0
+
+
+def training_config(args):
     import os
 
     from tablegen_tf.config import load_config, parse_overrides
@@ -138,20 +182,25 @@ def training_config(args) -> dict:
     if args.max_minutes is not None:
         train["max_minutes"] = args.max_minutes
     config = load_config(args.config, overrides)
-    if not config.get("data", {}).get("train"):
+    if not config.data.train:
         raise SystemExit("tablegen train: no training data: pass --data DIR, --train DIR or data.train in --config")
     for key in ("train", "valid", "vocab"):
-        if config["data"].get(key):
-            config["data"][key] = os.path.abspath(config["data"][key])
+        if getattr(config.data, key):
+            setattr(config.data, key, os.path.abspath(getattr(config.data, key)))
     return config
 
 
 def _run_train(args, _extra) -> int:
     import json
 
+    from tablegen_tf.config import ConfigError
     from tablegen_tf.training.trainer import Trainer
 
-    config = training_config(args)
+    try:
+        config = training_config(args)
+    except ConfigError as error:
+        print(f"tablegen train: error: {error}", file=sys.stderr)
+        return 2
     trainer = Trainer(config, args.out)
     result = trainer.train(warm_start_from=args.warm_start_from, progress=not args.no_progress)
     print(json.dumps(result.__dict__, indent=2))
@@ -208,29 +257,35 @@ def _add_generate(subparsers) -> None:
     parser.set_defaults(handler=_run_generate)
 
 
-def _local_generation(args):
-    from tablegen_tf import inference
-    from tablegen_tf.generation import DecodeConfig
-    from tablegen_tf.tokenizer import TokenizerConfig
-    from tablegen_tf.training.trainer import input_config, load_trained
+def _local_generation(args, needs_text: bool):
+    """(examples, texts, plans, number of distinct inputs read) of a run directory."""
+    import dataclasses
 
-    config, vocabs, model, path = load_trained(args.model)
-    print(f"model: {path}", flush=True)
-    tables, rejected = inference.read_tables(args.format, args.input, args.split)
+    from tablegen_tf import inference
+    from tablegen_tf.training.trainer import load_trained
+
+    trained = load_trained(args.model)
+    print(f"model: {trained.checkpoint} ({trained.family.name})", flush=True)
+    raws, rejected = inference.read_inputs(args.format, args.input, args.split)
     if getattr(args, "limit", 0):
-        tables = tables[: args.limit]
-    examples, unbuilt = inference.build(tables, TokenizerConfig(**config.get("tokenizer", {})))
+        raws = raws[: args.limit]
+    examples, unbuilt = inference.build(raws, trained.config.tokenizer, needs_text=needs_text)
     for rejection in rejected + unbuilt:
         print(f"rejected {rejection.file}:{rejection.line}: {rejection.reason}", file=sys.stderr)
-    decode = DecodeConfig.from_dict(config.get("decode"))
-    if args.beam_size:
-        decode.beam_size = args.beam_size
-    if args.max_length:
-        decode.max_length = args.max_length
+    decode = dataclasses.replace(trained.config.decode, **{k: v for k, v in (
+        ("beam_size", args.beam_size), ("max_length", args.max_length)) if v})
     texts, plans = inference.generate_texts_and_plans(
-        model, vocabs, examples, input_config(config["data"], False), decode, args.batch_size
-    )
-    return examples, texts, plans
+        trained.model, trained.featurizer, examples, decode, args.batch_size)
+    return examples, texts, plans, len(raws) + len(rejected)
+
+
+def _report_shortfall(command: str, written: int, read: int) -> int:
+    """Exit code: 0 if every input got a line, else 1 with a message saying so."""
+    if written == read and read:
+        return 0
+    print(f"tablegen {command}: error: wrote {written} lines for {read} inputs "
+          f"({read - written} rejected, see the messages above)", file=sys.stderr)
+    return 1
 
 
 def _write_lines(path: str, lines) -> None:
@@ -244,25 +299,29 @@ def _run_evaluate(args, _extra) -> int:
 
     from tablegen_tf import inference
 
-    examples, texts, plans = _local_generation(args)
+    examples, texts, plans, read = _local_generation(args, needs_text=True)
     if args.output:
         _write_lines(args.output, texts)
+    if not examples:
+        print("tablegen evaluate: error: no input with a reference text to score against "
+              "(evaluate needs references; `tablegen generate` does not)", file=sys.stderr)
+        return 1
     print(json.dumps(inference.evaluate(examples, texts, plans), indent=2))
-    return 0
+    return _report_shortfall("evaluate", len(texts), read)
 
 
 def _run_generate(args, _extra) -> int:
     if args.server:
         from serving.client import generate_for_corpus
 
-        texts = generate_for_corpus(args)
+        texts, read = generate_for_corpus(args)
     elif args.model:
-        _, texts, _ = _local_generation(args)
+        _, texts, _, read = _local_generation(args, needs_text=False)
     else:
         raise SystemExit("tablegen generate: pass --model DIR or --server HOST:PORT --model-name NAME")
     _write_lines(args.output, texts)
     print(f"wrote {len(texts)} lines to {args.output}")
-    return 0
+    return _report_shortfall("generate", len(texts), read)
 
 
 def _add_export(subparsers) -> None:
@@ -310,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(subparsers)
     _add_generate(subparsers)
     _add_export(subparsers)
+    _add_config(subparsers)
     from serving.server import add_serve_parser
     from tfx_pipeline.cli import add_pipeline_parser
 

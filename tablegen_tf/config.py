@@ -1,20 +1,173 @@
-"""YAML configuration: configs/defaults.yaml <- configs/<corpus>.yaml <- overrides.
+"""Typed configuration: one dataclass per section holds the only defaults.
 
-Mappings are deep-merged key by key; lists and scalars (and null) replace.
-``model.max_position`` is always copied from ``data.max_position`` so the position
-embeddings match the data clip.
+    code defaults  <-  configs/<corpus>.yaml (or any YAML file)  <-  --set overrides
+
+The YAML files only override. Mappings merge key by key; lists and scalars replace.
+An unknown key or a value of the wrong type is an error naming the key and the
+closest valid one. The ``model`` section belongs to the model family named by
+``model.name`` (``tablegen_tf.models``): its dataclass, defaults and checks come from
+that family. A corpus file tunes families by kind under ``models:`` (e.g.
+``models: {encdec: {num_layers: 1}}``), applied when the chosen family is of that kind,
+so ``--config e2e --set model.name=<another family>`` never trips over settings meant
+for another architecture.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import difflib
+import json
 import os
-from typing import Any, Dict, Iterable, Mapping, Optional
+import typing
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 import yaml
 
+from tablegen_tf.tokenizer import TokenizerConfig
+
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 CORPORA = ("e2e", "webnlg", "rotowire_sentences", "rotowire", "wikibio")
+DEFAULT_MODEL = "encdec-copy"
+FAMILY_SETTINGS = "models"  # corpus-file section: per-family-kind model settings
+
+
+class ConfigError(ValueError):
+    """A config key or value that is not valid (the message names it)."""
+
+
+# ----------------------------------------------------------------- sections
+
+
+@dataclasses.dataclass
+class OptimizerConfig:
+    name: str = "adam"
+    learning_rate: float = 0.001
+    clipnorm: float = 5.0  # global norm clipping of the aggregated gradient
+
+
+@dataclasses.dataclass
+class TbpttConfig:
+    """Truncated BPTT (thesis, RotoWire): backpropagate t2 steps every t1 steps."""
+
+    t1: int = 100
+    t2: int = 100
+
+
+@dataclasses.dataclass
+class DataConfig:
+    train: Optional[str] = None  # directories written by `tablegen prepare`
+    valid: Optional[str] = None
+    vocab: Optional[str] = None  # default: <train>/vocab
+    max_words: int = 0  # 0 = the whole word vocabulary
+    batch_size: int = 64
+    bucket_boundaries: List[int] = dataclasses.field(default_factory=lambda: [16, 24, 32, 48, 64, 96, 128, 256, 512])
+    max_position: int = 30  # p+/p- clip; position embeddings have max_position + 1 rows
+    max_target_length: int = 0  # 0 = whole targets (use TBPTT for long ones)
+    max_records: int = 0  # table form: 0 = every record
+    max_source_length: int = 0  # text form: 0 = whole sources
+    shuffle_buffer: int = 10000
+    expand_references: bool = False  # training: one example per reference, not only the first
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
+    tbptt: Optional[TbpttConfig] = None
+    max_steps: int = 0  # the budget (0 = no step limit)
+    max_minutes: float = 0.0  # a wall-time safety cap (0 = none)
+    seed: int = 1  # initialisation and input order
+    eval_every_steps: int = 1000  # validation BLEU (decode data.valid with the decode config)
+    eval_max_examples: int = 0  # 0 = the whole validation split
+    eval_loss_batches: int = 50
+    checkpoint_every_steps: int = 1000
+    keep_checkpoints: int = 3
+    early_stopping_patience: int = 5  # evaluations without a BLEU gain; 0 = never stop early
+    decay_on_plateau: float = 0.5  # lr *= factor after an evaluation without a gain; 0 = off
+    log_every_steps: int = 20  # TensorBoard scalars and progress
+    strategy: str = "default"  # default | mirrored | multi_worker_mirrored (tf.distribute)
+
+
+@dataclasses.dataclass
+class DecodeConfig:
+    beam_size: int = 5
+    max_length: int = 100
+    length_penalty: float = 0.0  # GNMT alpha; 0 = plain sum of log-probs
+    # Never emit <unk>: with copy an unknown source word is produced by copying it.
+    forbid_unk: bool = True
+
+
+@dataclasses.dataclass
+class Config:
+    model: Any  # the family's dataclass (tablegen_tf.models.registry)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
+    tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **sections) -> "Config":
+        return dataclasses.replace(self, **sections)
+
+
+SECTIONS = {"data": DataConfig, "train": TrainConfig, "decode": DecodeConfig, "tokenizer": TokenizerConfig}
+
+
+# ----------------------------------------------------------------- strict parsing
+
+
+def from_dict(cls, values: Optional[Mapping], path: str = ""):
+    """``cls`` (a dataclass) from a mapping; unknown keys and wrong types are errors."""
+    if values is None:
+        values = {}
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{path or 'config'} must be a mapping, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(unknown_key_message(_join(path, key), list(fields), path))
+        kwargs[key] = _coerce(value, hints[key], _join(path, key))
+    return cls(**kwargs)
+
+
+def unknown_key_message(dotted: str, valid: Iterable[str], parent: str = "") -> str:
+    key = dotted.rsplit(".", 1)[-1]
+    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
+    hint = f"; did you mean {_join(parent, close[0])!r}?" if close else ""
+    return f"unknown config key {dotted!r}{hint} (valid keys of {parent or 'the config'}: {', '.join(sorted(valid))})"
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _coerce(value, hint, path: str):
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Union:  # Optional[X]
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(value, inner, path)
+    if dataclasses.is_dataclass(hint):
+        return from_dict(hint, value, path)
+    if origin in (list, List):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path} must be a list, got {value!r}")
+        return [_coerce(v, args[0], f"{path}[{i}]") for i, v in enumerate(value)]
+    if hint is Any:
+        return value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool) and not (isinstance(value, hint) and not (hint is int and isinstance(value, bool))):
+        raise ConfigError(f"{path} must be {hint.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------- YAML + overrides
 
 
 def deep_merge(base: Mapping, override: Mapping) -> Dict[str, Any]:
@@ -29,8 +182,14 @@ def deep_merge(base: Mapping, override: Mapping) -> Dict[str, Any]:
 
 
 def read_yaml(path: str) -> Dict[str, Any]:
+    if not os.path.exists(path):
+        raise ConfigError(f"config file not found: {path} (a corpus name is one of {', '.join(available_configs())})")
     with open(path, encoding="utf-8") as f:
         return yaml.safe_load(f) or {}
+
+
+def available_configs() -> List[str]:
+    return sorted(name[: -len(".yaml")] for name in os.listdir(CONFIG_DIR) if name.endswith(".yaml"))
 
 
 def config_path(corpus_or_path: str) -> str:
@@ -46,7 +205,7 @@ def parse_overrides(items: Iterable[str]) -> Dict[str, Any]:
     for item in items:
         dotted, sep, raw = item.partition("=")
         if not sep:
-            raise ValueError(f"override {item!r} is not key.path=value")
+            raise ConfigError(f"override {item!r} is not key.path=value")
         *parents, leaf = dotted.strip().split(".")
         node = result
         for part in parents:
@@ -55,14 +214,77 @@ def parse_overrides(items: Iterable[str]) -> Dict[str, Any]:
     return result
 
 
-def load_config(corpus_or_path: Optional[str] = None, overrides: Optional[Mapping] = None) -> Dict[str, Any]:
-    """Defaults merged with a corpus config and then ``overrides`` (a dict or key=value list)."""
-    config = read_yaml(os.path.join(CONFIG_DIR, "defaults.yaml"))
+def build_config(values: Mapping[str, Any]) -> Config:
+    """A Config from one merged mapping (``models:`` family settings applied)."""
+    from tablegen_tf.models.registry import get_family
+
+    values = dict(values)
+    family_settings = values.pop(FAMILY_SETTINGS, None) or {}
+    model_values = dict(values.pop("model", None) or {})
+    known = set(SECTIONS) | {"model", FAMILY_SETTINGS}
+    for key in values:
+        if key not in SECTIONS:
+            raise ConfigError(unknown_key_message(key, known))
+    family = get_family(model_values.get("name", DEFAULT_MODEL))
+    merged = {}
+    for kind in family.kinds():
+        merged = deep_merge(merged, family_settings.get(kind) or {})
+    model = from_dict(family.config_class, deep_merge(merged, {**model_values, "name": family.name}), "model")
+    sections = {name: from_dict(cls, values.get(name), name) for name, cls in SECTIONS.items()}
+    return Config(model=model, **sections)
+
+
+def load_config(corpus_or_path: Optional[str] = None, overrides: Union[Mapping, Iterable[str], None] = None) -> Config:
+    """Code defaults <- a corpus config (name or YAML path) <- overrides (dict or key=value list)."""
+    values: Dict[str, Any] = {}
     if corpus_or_path:
-        config = deep_merge(config, read_yaml(config_path(corpus_or_path)))
+        values = read_yaml(config_path(corpus_or_path))
     if overrides:
         if not isinstance(overrides, Mapping):
             overrides = parse_overrides(overrides)
-        config = deep_merge(config, overrides)
-    config.setdefault("model", {})["max_position"] = config.get("data", {}).get("max_position", 30)
-    return config
+        values = deep_merge(values, overrides)
+    return build_config(values)
+
+
+# ----------------------------------------------------------------- run directories
+
+CONFIG_FILE = "config.json"
+CONFIG_FORMAT = 2  # config.json of runs before the model-family registry had no "format"
+
+
+def save_run_config(config: Config, run_dir: str) -> str:
+    path = os.path.join(run_dir, CONFIG_FILE)
+    with open(path, "w") as handle:
+        json.dump({"format": CONFIG_FORMAT, **config.to_dict()}, handle, indent=2)
+    return path
+
+
+def load_run_config(run_dir: str) -> Config:
+    """The merged config a run stored; runs of older tablegen versions are converted."""
+    path = os.path.join(run_dir, CONFIG_FILE)
+    if not os.path.exists(path):
+        raise ConfigError(f"{run_dir} is not a tablegen run directory: no {CONFIG_FILE} (written by `tablegen train`)")
+    with open(path) as handle:
+        values = json.load(handle)
+    version = values.pop("format", 1)
+    if version == 1:
+        values = _convert_format_1(values)
+    try:
+        return build_config(values)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}. Fix the file by hand, or retrain with this tablegen version") from None
+
+
+def _convert_format_1(values: Dict[str, Any]) -> Dict[str, Any]:
+    """Runs written before the registry stored every key of every family in one model
+    section (max_plan_length, a copy of max_position): keep the keys the family knows."""
+    from tablegen_tf.models.registry import get_family
+
+    values = copy.deepcopy(values)
+    model = values.get("model", {})
+    family = get_family(model.get("name", DEFAULT_MODEL))
+    valid = {f.name for f in dataclasses.fields(family.config_class)}
+    values["model"] = {k: v for k, v in model.items() if k in valid}
+    valid_data = {f.name for f in dataclasses.fields(DataConfig)}
+    values["data"] = {k: v for k, v in values.get("data", {}).items() if k in valid_data}
+    return values

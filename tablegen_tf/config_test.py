@@ -1,6 +1,10 @@
+import dataclasses
+import json
+
 import pytest
 
-from tablegen_tf.config import CORPORA, deep_merge, load_config, parse_overrides
+from tablegen_tf.config import (CORPORA, Config, ConfigError, DecodeConfig, build_config, deep_merge, load_config,
+                                load_run_config, parse_overrides, save_run_config)
 
 
 def test_deep_merge_merges_mappings_and_replaces_the_rest():
@@ -19,17 +23,67 @@ def test_overrides_parse_yaml_values():
 
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_every_corpus_config_loads_and_builds_its_model(corpus):
-    from tablegen_tf.models import build_model
+    from tablegen_tf.models import get_family
 
     config = load_config(corpus, ["model.hidden_size=8", "model.word_dim=4", "model.value_dim=4"])
-    assert config["model"]["max_position"] == config["data"]["max_position"]
-    assert config["decode"]["beam_size"] >= 1 and config["train"]["optimizer"]["name"] == "adam"
-    model = build_model(None, config, {"words": 20, "fields": 5, "entities": 5, "groups": 4})
-    assert model.hidden_size == 8 and model.name == config["model"]["name"].replace("-", "_")
+    assert config.decode.beam_size >= 1 and config.train.optimizer.name == "adam"
+    family = get_family(config.model.name)
+    model = family.build_model(config, {"words": 20, "fields": 5, "entities": 5, "groups": 4})
+    assert model.hidden_size == 8 and model.name == config.model.name.replace("-", "_")
+    assert model.max_position == config.data.max_position  # one source: data.max_position
 
 
-def test_corpus_values_override_defaults():
-    e2e, rotowire = load_config("e2e"), load_config("rotowire")
-    assert e2e["model"]["num_layers"] == 1 and e2e["model"]["hidden_size"] == 256
-    assert rotowire["train"]["tbptt"] == {"t1": 100, "t2": 100}
-    assert load_config()["train"]["tbptt"] is None
+def test_corpus_values_override_the_code_defaults():
+    e2e, rotowire, plain = load_config("e2e"), load_config("rotowire"), load_config()
+    assert e2e.model.num_layers == 1 and e2e.model.hidden_size == 256
+    assert rotowire.train.tbptt.t1 == 100 and rotowire.model.hidden_size == 600
+    assert plain.train.tbptt is None and plain.decode == DecodeConfig()
+    ncp = load_config("rotowire", ["model.name=ncp"])  # family-kind settings apply to ncp too
+    assert ncp.model.hidden_size == 600 and ncp.model.max_plan_length == 80
+
+
+@pytest.mark.parametrize("override, message", [
+    ("decode.beem_size=5", "did you mean 'decode.beam_size'"),
+    ("model.hiden_size=5", "did you mean 'model.hidden_size'"),
+    ("trian.max_steps=5", "did you mean 'train'"),
+    ("train.optimizer.learning_rat=0.1", "did you mean 'train.optimizer.learning_rate'"),
+    ("model.max_plan_length=5", "unknown config key 'model.max_plan_length'"),  # an ncp key
+    ("decode.beam_size=five", "decode.beam_size must be int, got str"),
+    ("train.max_minutes=[1]", "train.max_minutes must be float"),
+    ("model.name=encdec-cpoy", "did you mean 'encdec-copy'"),
+])
+def test_unknown_keys_and_wrong_types_are_errors_naming_the_key(override, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        load_config("e2e", [override])
+
+
+def test_ints_are_accepted_where_floats_are_expected():
+    assert load_config(None, ["train.max_minutes=2"]).train.max_minutes == 2.0
+
+
+def test_run_config_round_trip(tmp_path):
+    config = load_config("webnlg", ["model.name=ncp", "train.max_steps=7"])
+    save_run_config(config, str(tmp_path))
+    assert load_run_config(str(tmp_path)) == config
+
+
+def test_run_directories_of_the_previous_format_load(tmp_path):
+    """Before the registry, config.json held every family's keys in one model section."""
+    old = load_config("e2e").to_dict()
+    old["model"].update(max_plan_length=80, max_position=10)
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    assert load_run_config(str(tmp_path)).model == load_config("e2e").model
+
+
+def test_a_broken_run_config_names_the_file(tmp_path):
+    values = {"format": 2, **load_config("e2e").to_dict()}
+    values["decode"]["beem_size"] = 3
+    (tmp_path / "config.json").write_text(json.dumps(values))
+    with pytest.raises(ConfigError, match="config.json.*beem_size"):
+        load_run_config(str(tmp_path))
+
+
+def test_config_sections_are_dataclasses_with_the_only_defaults():
+    config = build_config({})
+    assert isinstance(config, Config) and config.model.name == "encdec-copy"
+    assert all(dataclasses.is_dataclass(getattr(config, f.name)) for f in dataclasses.fields(Config))

@@ -19,6 +19,7 @@ lengths, which ``tf.io.RaggedFeature`` reassembles.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
@@ -38,6 +39,12 @@ COPY_ROW_LENGTHS = "copy_row_lengths"
 CONTENT_PLAN = "content_plan"
 REFERENCES = "references"
 REFERENCE_TOKENS = "reference_tokens"
+# The text-to-text form (TextExample): a source sentence instead of a table.
+SOURCE_TEXT = "source_text"
+SOURCE_TOKENS = "source_tokens"
+LABELS = "labels"
+
+EXAMPLE_FORMS = ("table", "text")
 
 RECORD_STRING_KEYS = (RECORD_FIELD, RECORD_VALUE, RECORD_ENTITY, RECORD_GROUP)
 RECORD_INT_KEYS = (RECORD_POS_START, RECORD_POS_END)
@@ -56,6 +63,8 @@ class Record:
 @dataclasses.dataclass
 class TableExample:
     """One example: a table (stored column-wise for speed), its target and metadata."""
+
+    form = "table"
 
     example_id: str
     source: str  # "path:line" of the input row(s)
@@ -166,6 +175,87 @@ class TableExample:
     def parse(cls, serialized: bytes) -> "TableExample":
         return cls.from_tf_example(tf.train.Example.FromString(serialized))
 
+    def serving_input(self) -> str:
+        """The JSONL table form the SavedModel's ``tables`` input takes (one item per
+        field value: a record with p+ = 1 starts a value, its tokens re-joined)."""
+        items = []
+        for field, value, pos_start, entity, group in zip(
+            self.fields, self.values, self.pos_start, self.entities, self.groups
+        ):
+            if pos_start == 1 or not items:
+                items.append({"field": field, "value": value, "entity": entity, "group": group})
+            else:
+                items[-1]["value"] += " " + value
+        return json.dumps({"table": items}, ensure_ascii=False)
+
+    def all_references(self) -> List[str]:
+        return self.references or [" ".join(self.target_tokens)]
+
+
+@dataclasses.dataclass
+class TextExample:
+    """The text-to-text form: a source sentence, its target(s) and optional per-source-token
+    labels (e.g. deletion labels of sentence compression: 1 = token kept)."""
+
+    form = "text"
+
+    example_id: str
+    source: str  # "path:line"
+    source_text: str = ""  # raw source, the serving input
+    source_tokens: List[str] = dataclasses.field(default_factory=list)
+    target_tokens: List[str] = dataclasses.field(default_factory=list)
+    labels: List[int] = dataclasses.field(default_factory=list)
+    references: List[str] = dataclasses.field(default_factory=list)
+    reference_tokens: List[str] = dataclasses.field(default_factory=list)
+
+    def to_tf_example(self) -> tf.train.Example:
+        example = tf.train.Example()
+        feature = example.features.feature
+        strings = {
+            EXAMPLE_ID: [self.example_id], SOURCE: [self.source], SOURCE_TEXT: [self.source_text],
+            SOURCE_TOKENS: self.source_tokens, TARGET_TOKENS: self.target_tokens,
+            REFERENCES: self.references, REFERENCE_TOKENS: self.reference_tokens,
+        }
+        for key, values in strings.items():
+            feature[key].bytes_list.value.extend([v.encode("utf-8") for v in values])
+        feature[LABELS].int64_list.value.extend(self.labels)
+        return example
+
+    def serialize(self) -> bytes:
+        return self.to_tf_example().SerializeToString()
+
+    @classmethod
+    def parse(cls, serialized: bytes) -> "TextExample":
+        feature = tf.train.Example.FromString(serialized).features.feature
+
+        def strings(key: str) -> List[str]:
+            return [v.decode("utf-8") for v in feature[key].bytes_list.value]
+
+        return cls(
+            example_id=strings(EXAMPLE_ID)[0], source=strings(SOURCE)[0], source_text=(strings(SOURCE_TEXT) or [""])[0],
+            source_tokens=strings(SOURCE_TOKENS), target_tokens=strings(TARGET_TOKENS),
+            labels=list(feature[LABELS].int64_list.value), references=strings(REFERENCES),
+            reference_tokens=strings(REFERENCE_TOKENS),
+        )
+
+    def serving_input(self) -> str:
+        return self.source_text
+
+    def all_references(self) -> List[str]:
+        return self.references or [" ".join(self.target_tokens)]
+
+
+def text_feature_spec() -> Dict[str, object]:
+    """``tf.io`` parsing spec of a serialized TextExample."""
+    return {
+        EXAMPLE_ID: tf.io.FixedLenFeature([], tf.string),
+        SOURCE: tf.io.FixedLenFeature([], tf.string, default_value=""),
+        SOURCE_TOKENS: tf.io.RaggedFeature(tf.string),
+        TARGET_TOKENS: tf.io.RaggedFeature(tf.string),
+        LABELS: tf.io.RaggedFeature(tf.int64),
+        REFERENCE_TOKENS: tf.io.RaggedFeature(tf.string),
+    }
+
 
 def copy_alignment(values: Sequence[str], target_tokens: Sequence[str]) -> List[List[int]]:
     """For each target token, the indices of the records whose value equals it."""
@@ -199,12 +289,18 @@ def feature_spec() -> Dict[str, object]:
     return spec
 
 
-def validate(example: TableExample) -> Optional[str]:
-    """Returns why an example is unusable, or None."""
-    if not example.values:
+def validate(example, needs_text: bool = True) -> Optional[str]:
+    """Returns why an example is unusable, or None (``needs_text=False``: generating
+    from users' own inputs, which have no reference text)."""
+    if isinstance(example, TextExample):
+        if not example.source_tokens:
+            return "empty source: no tokens"
+        if example.labels and len(example.labels) != len(example.source_tokens):
+            return f"{len(example.labels)} labels for {len(example.source_tokens)} source tokens"
+    elif not example.values:
         return "empty table: no records"
-    if not example.target_tokens:
+    if needs_text and not example.target_tokens:
         return "missing text: no target tokens"
-    if len(example.copy_alignment) != len(example.target_tokens):
+    if isinstance(example, TableExample) and len(example.copy_alignment) != len(example.target_tokens):
         return "copy alignment length differs from target length"
     return None

@@ -32,11 +32,10 @@ def trained(data_dir, tmp_path_factory):  # noqa: F811
 
 @pytest.fixture(scope="module")
 def tables():
-    from tablegen_tf.inference import read_tables
-    from serving.client import table_json
+    from tablegen_tf.inference import read_inputs
 
-    raw, _ = read_tables("e2e", DEVSET, "valid")
-    return [table_json(table) for table in raw]
+    raw, _ = read_inputs("e2e", DEVSET, "valid")
+    return [table.serving_input() for table in raw]
 
 
 @pytest.fixture(scope="module")

@@ -62,20 +62,22 @@ def test_load_trained_restores_the_best_weights(data_dir, tmp_path):
     out = str(tmp_path / "run")
     trainer = Trainer(tiny_config(data_dir, max_steps=4), out)
     trainer.train(progress=False)
-    _, _, model, path = load_trained(out)
+    path = load_trained(out).checkpoint
     assert path.endswith(f"ckpt-{int(trainer.best_step.numpy())}")
 
 
 def test_train_step_under_two_replica_mirrored_strategy(data_dir, tmp_path):
     # Logical devices must be configured before TensorFlow initialises: a fresh process.
     code = f"""
+import sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from tablegen_tf.training.trainer import Trainer
-from tablegen_tf.training.trainer_test import tiny_config
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+from trainer_test import tiny_config
 config = tiny_config({data_dir!r}, max_steps=2, strategy="mirrored")
-config["data"]["valid"] = None
+config.data.valid = None
 trainer = Trainer(config, {str(tmp_path / 'mirrored')!r})
 assert trainer.strategy.num_replicas_in_sync == 2, trainer.strategy.num_replicas_in_sync
 result = trainer.train(progress=False)

@@ -27,7 +27,7 @@ from tfx.types import artifact_utils
 
 from tablegen_tf.readers import get_reader
 from tablegen_tf.readers.base import InputError
-from beam_jobs.prepare import BuildExamples, ReadUnit, merge_references
+from beam_jobs.prepare import BuildExamples, MergeReferences, ReadUnit
 from tfx_pipeline.config import SplitSpec
 
 os.environ.pop("TF_USE_LEGACY_KERAS", None)  # set by `import tfx`; see runner.py
@@ -110,13 +110,7 @@ def _TablesToExamples(pipeline: beam.Pipeline, exec_properties: Dict[str, Any], 
     )
     tables = parsed.tables
     if split["merge"]:
-        # Lambdas (not module functions) so Beam worker processes need not import tfx_pipeline.
-        tables = (
-            tables
-            | "KeyByMR" >> beam.Map(lambda t: (t.group_key or t.example_id, t))
-            | "GroupByMR" >> beam.GroupByKey()
-            | "MergeReferences" >> beam.Map(merge_references)
-        )
+        tables = tables | "MergeByMR" >> MergeReferences()
     else:
         tables = tables | "Spread" >> beam.Reshuffle()
     built = (

@@ -1,9 +1,9 @@
 """The BLEU gate: scores the candidate SavedModel on the eval split and blesses it or not.
 
-The candidate is scored through its ``serving_default`` signature (JSON tables in,
-text out): what gets pushed is what gets measured. The JSON tables are rebuilt
-from the examples' records (one item per field value, tokens re-joined), the same
-form clients send. The baseline (latest blessed model, see
+The candidate is scored through its ``serving_default`` signature (raw inputs in,
+text out): what gets pushed is what gets measured. The raw inputs are rebuilt from
+the examples (``serving_input()``: for tables one JSON item per field value, tokens
+re-joined), the same form clients send. The baseline (latest blessed model, see
 ``components.LatestBlessedModelBeforeExamplesStrategy``) is re-scored on the same
 examples, so a changed eval split never compares scores across different data.
 
@@ -41,41 +41,38 @@ def decide(candidate_bleu: float, baseline_bleu: Optional[float], min_bleu: floa
     return True, f"BLEU {candidate_bleu:.2f} >= threshold {min_bleu:.2f}, {against}"
 
 
-def json_table(example) -> str:
-    """A TableExample's records -> the JSONL table form of the serving signature."""
-    items = []
-    for field, value, pos_start, entity, group in zip(
-        example.fields, example.values, example.pos_start, example.entities, example.groups
-    ):
-        if pos_start == 1 or not items:  # p+ = 1 starts a new field value
-            items.append({"field": field, "value": value, "entity": entity, "group": group})
-        else:
-            items[-1]["value"] += " " + value
-    return json.dumps({"table": items}, ensure_ascii=False)
-
-
-def read_examples(examples_artifact, split: str, max_examples: int = 0) -> List:
+def read_examples(examples_artifact, split: str, example_class, max_examples: int = 0) -> List:
+    """The split's examples, parsed as the model family's example form."""
     import tensorflow as tf
-
-    from tablegen_tf.schema import TableExample
 
     uri = artifact_utils.get_split_uri([examples_artifact], split)
     files = sorted(fileio.glob(os.path.join(uri, "*")))
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
     if max_examples:
         dataset = dataset.take(max_examples)
-    return [TableExample.parse(record.numpy()) for record in dataset]
+    return [example_class.parse(record.numpy()) for record in dataset]
 
 
-def generate(saved_model_dir: str, tables: Sequence[str], batch_size: int) -> List[str]:
+def example_class_of(saved_model_dir: str) -> type:
+    """The example form the SavedModel's family reads (from its stored run config)."""
+    from tablegen_tf.export import saved_model_config
+    from tablegen_tf.models import get_family
+
+    family = get_family(saved_model_config(saved_model_dir).model.name)
+    return family.featurizer_class.example_class
+
+
+def generate(saved_model_dir: str, inputs: Sequence[str], batch_size: int) -> List[str]:
+    """serving_default over raw inputs (its one string input: tables, sources, ...)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops of the SavedModel)
 
     serve = tf.saved_model.load(saved_model_dir).signatures["serving_default"]
+    (input_name,) = serve.structured_input_signature[1]
     texts: List[str] = []
-    for start in range(0, len(tables), batch_size):
-        batch = tf.constant(list(tables[start:start + batch_size]), tf.string)
-        texts.extend(t.decode("utf-8") for t in serve(tables=batch)["text"].numpy())
+    for start in range(0, len(inputs), batch_size):
+        batch = tf.constant(list(inputs[start:start + batch_size]), tf.string)
+        texts.extend(t.decode("utf-8") for t in serve(**{input_name: batch})["text"].numpy())
     return texts
 
 
@@ -140,12 +137,13 @@ def BleuEvaluator(
     `code_version` (a hash of this scoring code) only keys the cache.
     """
     del code_version
-    eval_examples = read_examples(examples, split, max_examples)
-    tables = [json_table(e) for e in eval_examples]
-    texts = generate(path_utils.serving_model_path(model.uri), tables, batch_size)
+    candidate = path_utils.serving_model_path(model.uri)
+    eval_examples = read_examples(examples, split, example_class_of(candidate), max_examples)
+    inputs = [e.serving_input() for e in eval_examples]
+    texts = generate(candidate, inputs, batch_size)
     metrics = {"candidate": score(eval_examples, texts), "baseline": None, "split": split}
     if baseline_model is not None:
-        baseline_texts = generate(path_utils.serving_model_path(baseline_model.uri), tables, batch_size)
+        baseline_texts = generate(path_utils.serving_model_path(baseline_model.uri), inputs, batch_size)
         metrics["baseline"] = score(eval_examples, baseline_texts)
     baseline_bleu = metrics["baseline"]["bleu"] if metrics["baseline"] else None
     blessed, message = decide(metrics["candidate"]["bleu"], baseline_bleu, min_bleu, max_bleu_drop)

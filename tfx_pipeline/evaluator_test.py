@@ -29,13 +29,13 @@ def test_decide(bleu, baseline, min_bleu, drop, blessed):
 
 def test_json_tables_rebuild_the_raw_items():
     from tablegen_tf.readers.build import build_examples
-    from tablegen_tf.inference import read_tables
+    from tablegen_tf.inference import read_inputs
     from tablegen_tf.tokenizer import TokenizerConfig
 
-    tables, _ = read_tables("e2e", os.path.join(FIXTURES, "devset.csv"), "valid")
+    tables, _ = read_inputs("e2e", os.path.join(FIXTURES, "devset.csv"), "valid")
     built, _ = build_examples(tables, TokenizerConfig())
     for example, table in built:
-        items = json.loads(evaluator.json_table(example))["table"]
+        items = json.loads(example.serving_input())["table"]
         assert [i["field"] for i in items] == [i.field for i in table.items]
         # Values come back tokenized (e.g. "£20-25" -> "£20 - 25"), which the serving
         # tokenizer maps to the same tokens.

@@ -37,7 +37,8 @@ RUN_INFO = "tablegen_run.json"
 TRAIN_DATA = "train_data"
 
 
-def build_vocabularies(file_pattern: str, out_dir: str, word_min_count: int, max_words: int) -> Dict:
+def build_vocabularies(file_pattern: str, out_dir: str, word_min_count: int, max_words: int,
+                       example_class=None) -> Dict:
     """vocab/*.txt + stats.json of a split, as `tablegen prepare` writes them."""
     import tensorflow as tf
 
@@ -45,10 +46,11 @@ def build_vocabularies(file_pattern: str, out_dir: str, word_min_count: int, max
     from tablegen_tf.data.input_pipeline import list_files
     from tablegen_tf.schema import TableExample
 
+    example_class = example_class or TableExample
     summary = summaries.empty_summary()
     batch = []
     for record in tf.data.TFRecordDataset(list_files(file_pattern), compression_type="GZIP"):
-        batch.append((TableExample.parse(record.numpy()), None))
+        batch.append((example_class.parse(record.numpy()), None))
         if len(batch) == 1000:
             _merge(summary, summaries.summarize(batch))
             batch = []
@@ -74,45 +76,54 @@ def base_run_dir(base_model: Optional[str]) -> Optional[str]:
         return json.load(handle)["model_run_dir"]
 
 
-def warm_start_source(base_run: Optional[str], model_config: Dict) -> Optional[str]:
+def warm_start_source(base_run: Optional[str], model_config) -> Optional[str]:
     """The base run dir if its model matches this architecture, else None (from scratch)."""
-    if not base_run or not os.path.exists(os.path.join(base_run, "config.json")):
+    from tablegen_tf.config import CONFIG_FILE, ConfigError, load_run_config
+
+    if not base_run or not os.path.exists(os.path.join(base_run, CONFIG_FILE)):
         return None
-    with open(os.path.join(base_run, "config.json")) as handle:
-        base_model = json.load(handle)["model"]
+    try:
+        base_model = load_run_config(base_run).model
+    except ConfigError as error:
+        print(f"tablegen run_fn: base model {base_run} cannot be read ({error}): training from scratch")
+        return None
     if base_model != model_config:
         print(f"tablegen run_fn: base model {base_run} has another architecture: training from scratch")
         return None
     return base_run
 
 
-def training_config(fn_args, custom: Dict) -> Dict:
+def training_config(fn_args, custom: Dict):
+    """The tablegen Config: the corpus config, the pipeline's overrides, the split files."""
     from tablegen_tf.config import load_config
 
-    config = load_config(custom.get("corpus") or None, custom.get("config") or {})
-    config["data"]["train"] = fn_args.train_files[0]
-    config["data"]["valid"] = fn_args.eval_files[0]
-    if fn_args.train_steps and not config["train"].get("max_steps"):
-        config["train"]["max_steps"] = int(fn_args.train_steps)
+    overrides = dict(custom.get("config") or {})
+    overrides["data"] = {**(overrides.get("data") or {}), "train": fn_args.train_files[0],
+                         "valid": fn_args.eval_files[0]}
+    config = load_config(custom.get("corpus") or None, overrides)
+    if fn_args.train_steps and not config.train.max_steps:
+        config.train.max_steps = int(fn_args.train_steps)
     return config
 
 
 def run_fn(fn_args) -> None:
     """TFX Trainer entry point: vocab -> train (maybe warm-started) -> SavedModel."""
     from tablegen_tf.export import export_saved_model
+    from tablegen_tf.models import get_family
     from tablegen_tf.training.trainer import Trainer
 
     custom = dict(fn_args.custom_config or {})
     run_dir = fn_args.model_run_dir
     config = training_config(fn_args, custom)
     summary = build_vocabularies(
-        config["data"]["train"], os.path.join(run_dir, TRAIN_DATA),
+        config.data.train, os.path.join(run_dir, TRAIN_DATA),
         int(custom.get("word_min_count", 1)), int(custom.get("max_words", 50000)),
+        get_family(config.model.name).featurizer_class.example_class,
     )
-    base = warm_start_source(base_run_dir(fn_args.base_model), config["model"]) if custom.get("warm_start", True) else None
-    config["data"]["vocab"] = os.path.join(base or os.path.join(run_dir, TRAIN_DATA), "vocab")
+    base = warm_start_source(base_run_dir(fn_args.base_model), config.model) if custom.get("warm_start", True) else None
+    config.data.vocab = os.path.join(base or os.path.join(run_dir, TRAIN_DATA), "vocab")
     if base:
-        _report_new_words(summary, config["data"]["vocab"])
+        _report_new_words(summary, config.data.vocab)
     result = Trainer(config, run_dir).train(warm_start_from=base, progress=False)
     print(f"tablegen run_fn: {result}; TensorBoard logs in {os.path.join(run_dir, 'logs')}", flush=True)
     export_saved_model(run_dir, fn_args.serving_model_dir)

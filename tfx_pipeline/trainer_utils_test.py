@@ -12,10 +12,10 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests
 
 def _write_examples(path):
     from tablegen_tf.readers.build import build_examples
-    from tablegen_tf.inference import read_tables
+    from tablegen_tf.inference import read_inputs
     from tablegen_tf.tokenizer import TokenizerConfig
 
-    tables, _ = read_tables("e2e", os.path.join(FIXTURES, "devset.csv"), "train")
+    tables, _ = read_inputs("e2e", os.path.join(FIXTURES, "devset.csv"), "train")
     built, _ = build_examples(tables, TokenizerConfig())
     with tf.io.TFRecordWriter(path, options="GZIP") as writer:
         for example, _ in built:

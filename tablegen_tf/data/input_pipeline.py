@@ -64,6 +64,7 @@ class InputConfig:
     max_position: int = 30
     max_target_length: int = 0  # 0 = keep whole targets (use TBPTT for long ones)
     max_records: int = 0  # 0 = keep every record
+    max_source_length: int = 0  # text form: 0 = whole sources
     expand_references: bool = False  # training: one example per reference
     shuffle_buffer: int = 10000
     drop_remainder: bool = False
@@ -148,12 +149,7 @@ class ExampleParser:
     def per_reference(self, serialized: tf.Tensor) -> tf.data.Dataset:
         """One element per reference (multi-reference training data)."""
         parsed = self.parse(serialized)
-        references = parsed[schema.REFERENCE_TOKENS]
-        references = tf.cond(
-            tf.size(references) > 0,
-            lambda: references,
-            lambda: tf.expand_dims(tf.strings.reduce_join(parsed[schema.TARGET_TOKENS], separator=" "), 0),
-        )
+        references = reference_token_strings(parsed)
 
         def one(reference):
             tokens = tf.strings.split(reference, " ")
@@ -163,10 +159,20 @@ class ExampleParser:
         return tf.data.Dataset.from_tensor_slices(references).map(one)
 
 
-PADDING_VALUES = {"content_plan": -1}
+def reference_token_strings(parsed) -> tf.Tensor:
+    """Space-joined reference tokens of a parsed example; the target when it has none."""
+    references = parsed[schema.REFERENCE_TOKENS]
+    return tf.cond(
+        tf.size(references) > 0,
+        lambda: references,
+        lambda: tf.expand_dims(tf.strings.reduce_join(parsed[schema.TARGET_TOKENS], separator=" "), 0),
+    )
 
 
-def _padding_values(element_spec) -> Dict[str, tf.Tensor]:
+PADDING_VALUES = {"content_plan": -1, "labels": -1}
+
+
+def padding_values(element_spec) -> Dict[str, tf.Tensor]:
     values = {}
     for key, spec in element_spec.items():
         default = PADDING_VALUES.get(key)
@@ -192,18 +198,20 @@ def make_dataset(
     config: InputConfig,
     training: bool,
     seed: Optional[int] = None,
+    parser=None,
 ) -> tf.data.Dataset:
-    """Batches of padded features; training shuffles and repeats is left to the caller."""
+    """Batches of padded features (``parser``: the example form's, default the table
+    form's); training shuffles, repeating is left to the caller."""
     files = list_files(file_pattern)
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE)
-    parser = ExampleParser(vocabs, config)
+    parser = parser or ExampleParser(vocabs, config)
     if training and config.shuffle_buffer:
         dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if config.expand_references:
         dataset = dataset.flat_map(parser.per_reference)
     else:
         dataset = dataset.map(parser.primary, num_parallel_calls=tf.data.AUTOTUNE)
-    padding = _padding_values(dataset.element_spec)
+    padding = padding_values(dataset.element_spec)
     boundaries = list(config.bucket_boundaries)
     dataset = dataset.bucket_by_sequence_length(
         element_length_func=lambda features: tf.shape(features["target_out"])[0],

@@ -80,28 +80,6 @@ class ContentPlanner(keras.layers.Layer):
         output, state = self.lstm.cell(inputs, state)
         return self._point(output, keys, pointable), state
 
-    def greedy_decode(self, records, record_mask, max_length):
-        """Greedy plan [B, max_length] of record indices (-1 after EOS; EOS not included)."""
-        memory, pointable, keys = self.memory(records, record_mask)
-        num_records = tf.shape(records)[1]
-        batch = tf.shape(records)[0]
-        state = self.initial_state(records, record_mask)
-        prev = tf.fill([batch], num_records + 1)
-        done = tf.zeros([batch], tf.bool)
-        plan = tf.TensorArray(tf.int32, size=max_length)
-
-        def body(t, prev, state, done, plan):
-            log_probs, state = self.step(prev, state, memory, pointable, keys)
-            choice = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-            done = done | tf.equal(choice, num_records)
-            plan = plan.write(t, tf.where(done, -1, choice))
-            return t + 1, choice, state, done, plan
-
-        *_, plan = tf.while_loop(
-            lambda t, *_: t < max_length, body, (0, prev, state, done, plan), maximum_iterations=max_length
-        )
-        return tf.transpose(plan.stack())
-
 
 @keras.saving.register_keras_serializable(package="tablegen")
 class PlanEncoder(keras.layers.Layer):

@@ -47,21 +47,6 @@ def test_step_equals_teacher_forced_call():
         np.testing.assert_allclose(step_log_probs, log_probs[:, t], rtol=1e-5, atol=1e-5)
 
 
-def test_greedy_decode_pads_after_eos():
-    records, mask = _records()
-    planner = ContentPlanner()
-    planner(records, mask, tf.fill([B, 1], R + 1))
-    planner.eos.assign(planner.eos * 0 + 100.0)  # make EOS win from step 2 on, say
-    plan = planner.greedy_decode(records, mask, max_length=4)
-    assert plan.shape == (B, 4)
-    plan = plan.numpy()
-    for row, real in zip(plan, mask.numpy().sum(1)):
-        ended = np.flatnonzero(row < 0)
-        if ended.size:
-            assert np.all(row[ended[0]:] == -1)
-        assert np.all(row[row >= 0] < real)
-
-
 def test_plan_encoder_and_gather():
     records, mask = _records()
     plan = tf.constant([[4, 0, 4], [2, -1, -1]])

@@ -90,7 +90,8 @@ def test_tiny_model_learns_to_copy_an_unseen_oov_token():
     keras.utils.set_random_seed(1)
     rng = np.random.default_rng(0)
     model = build_model("encdec-copy", dict(hidden_size=16, num_layers=1, word_dim=8, field_dim=8,
-                                            value_dim=4, position_dim=2, max_position=3), SIZES)
+                                            value_dim=4, position_dim=2), SIZES,
+                        {"max_position": 3})
     optimizer = keras.optimizers.Adam(0.01)
 
     train_step = make_train_step(model, optimizer)

@@ -29,8 +29,8 @@ def _model(name="encdec-copy"):
 
     keras.utils.set_random_seed(0)
     config = dict(hidden_size=8, num_layers=2, word_dim=6, field_dim=3, value_dim=4, position_dim=2,
-                  entity_dim=2, group_dim=2, max_position=5, max_plan_length=4)
-    return build_model(name, config, SIZES)
+                  entity_dim=2, group_dim=2, **({"max_plan_length": 4} if name == "ncp" else {}))
+    return build_model(name, config, SIZES, {"max_position": 5})
 
 
 def _full(model, batch):

@@ -1,5 +1,6 @@
-"""Models of tablegen: the encoder-decoder family and its registry."""
+"""Model families: one folder each (``encdec/``, ``ncp/``, ...), found through the registry."""
 
-from tablegen_tf.models.encdec import MODELS, NCP, EncDec, build_model
+from tablegen_tf.models.base import GenerationModel
+from tablegen_tf.models.registry import ModelFamily, build_model, family_names, get_family, register_model
 
-__all__ = ["MODELS", "NCP", "EncDec", "build_model"]
+__all__ = ["GenerationModel", "ModelFamily", "build_model", "family_names", "get_family", "register_model"]

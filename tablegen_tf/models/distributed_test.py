@@ -18,14 +18,15 @@ from tablegen_tf.layers.testing import SIZES, random_batch
 from tablegen_tf.models import build_model
 
 TINY = dict(hidden_size=8, num_layers=2, word_dim=6, field_dim=3, value_dim=4, position_dim=2,
-            entity_dim=2, group_dim=2, max_position=5, max_plan_length=4, dropout=0.1)
+            entity_dim=2, group_dim=2, dropout=0.1)
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 dataset = tf.data.Dataset.from_tensors(random_batch(batch_size=4)).repeat()
 result = {"replicas": strategy.num_replicas_in_sync}
 for name in ("encdec-copy", "ncp"):
     keras.utils.set_random_seed(0)
     with strategy.scope():
-        model = build_model(name, TINY, SIZES)
+        model = build_model(name, {**TINY, **({"max_plan_length": 4} if name == "ncp" else {})}, SIZES,
+                            {"max_position": 5})
         model.compile(optimizer=keras.optimizers.Adam(0.01))
     history = model.fit(dataset, steps_per_epoch=4, epochs=1, verbose=0, shuffle=False)
     result[name + "/fit"] = history.history["loss"]

@@ -17,6 +17,7 @@ _MODULES = {
     "rotowire": "tablegen_tf.readers.rotowire",
     "rotowire-sentences": "tablegen_tf.readers.rotowire",
     "jsonl": "tablegen_tf.readers.jsonl",
+    "text-pairs": "tablegen_tf.readers.text_pairs",
 }
 
 

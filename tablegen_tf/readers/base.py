@@ -9,6 +9,7 @@ vocabularies and statistics.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import re
@@ -43,6 +44,31 @@ class RawTable:
     rows: int = 1  # input rows this table stands for (for the read/written/rejected balance)
     with_content_plan: bool = False
 
+    def serving_input(self) -> str:
+        """The JSONL table form the SavedModel's ``tables`` input takes."""
+        records = []
+        for item in self.items:
+            record = {"field": item.field, "value": item.value}
+            record.update({k: v for k, v in (("entity", item.entity), ("group", item.group)) if v})
+            records.append(record)
+        return json.dumps({"table": records}, ensure_ascii=False)
+
+
+@dataclasses.dataclass
+class RawText:
+    """A source sentence (text-to-text example form) with its raw target text(s)."""
+
+    example_id: str
+    source: str  # "path:line"
+    source_text: str
+    texts: List[str]
+    group_key: Optional[str] = None  # rows sharing one source merge on valid/test
+    rows: int = 1
+    labels: Optional[List[int]] = None  # per source token, when the corpus has them
+
+    def serving_input(self) -> str:
+        return self.source_text
+
 
 @dataclasses.dataclass
 class Rejection:
@@ -59,20 +85,22 @@ class Rejection:
         )
 
 
-Parsed = Union[RawTable, Rejection]
+Raw = Union[RawTable, RawText]
+Parsed = Union[RawTable, RawText, Rejection]
 
 
 class FormatReader:
     """Base class of the corpus readers."""
 
     name = ""
+    example_form = "table"  # what the rows become: "table" (RawTable) or "text" (RawText)
 
     def input_units(self, path: str, split: str) -> List[str]:
         """The independent units to read (files or file prefixes); raises InputError."""
         raise NotImplementedError
 
     def read(self, unit: str, split: str) -> Iterator[Parsed]:
-        """Yields one RawTable or Rejection per input row of `unit`, in order."""
+        """Yields one RawTable / RawText or Rejection per input row of `unit`, in order."""
         raise NotImplementedError
 
 
@@ -87,6 +115,11 @@ def infer_split(path: str) -> str:
         if token.startswith("test"):
             return "test"
     return "train"
+
+
+def open_maybe_gzip(path: str):
+    """Binary file handle; ``*.gz`` files are decompressed."""
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
 def require_exists(path: str) -> None:

@@ -1,47 +1,62 @@
-"""RawTable -> TableExample: tokenization, records with p+/p-, copy alignment, content plan."""
+"""Raw rows -> examples: RawTable -> TableExample (tokens, records with p+/p-, copy
+alignment, content plan); RawText -> TextExample (source and target tokens, labels)."""
 
 from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from tablegen_tf.readers.base import RawTable, Rejection
 from tablegen_tf import schema
+from tablegen_tf.readers.base import Raw, RawTable, RawText, Rejection
 from tablegen_tf.tokenizer import TokenizerConfig, tokenize_batch
 
 
+def _strings(raw: Raw) -> List[str]:
+    if isinstance(raw, RawText):
+        return [raw.source_text, *raw.texts]
+    return [item.value for item in raw.items] + list(raw.texts)
+
+
 def build_examples(
-    tables: Sequence[RawTable], tokenizer_config: TokenizerConfig
-) -> Tuple[List[Tuple[schema.TableExample, RawTable]], List[Rejection]]:
+    raws: Sequence[Raw], tokenizer_config: TokenizerConfig, needs_text: bool = True
+) -> Tuple[List[Tuple[object, Raw]], List[Rejection]]:
+    """(example, raw) pairs and rejections; ``needs_text=False`` keeps rows without a
+    reference (generating from users' own inputs)."""
     # One tokenizer call for every string of the batch: TF op overhead is per call.
-    strings: List[str] = []
-    for table in tables:
-        strings.extend(item.value for item in table.items)
-        strings.extend(table.texts)
+    strings = [s for raw in raws for s in _strings(raw)]
     tokens = iter(tokenize_batch(strings, tokenizer_config))
     built, rejected = [], []
-    for table in tables:
-        value_tokens = [next(tokens) for _ in table.items]
-        text_tokens = [next(tokens) for _ in table.texts]
-        example = _example(table, value_tokens, text_tokens)
-        reason = schema.validate(example)
+    for raw in raws:
+        pieces = [next(tokens) for _ in _strings(raw)]
+        example = _text_example(raw, pieces) if isinstance(raw, RawText) else _table_example(raw, pieces)
+        reason = schema.validate(example, needs_text)
         if reason:
-            rejected.append(_rejection(table, reason))
+            rejected.append(_rejection(raw, reason))
         else:
-            built.append((example, table))
+            built.append((example, raw))
     return built, rejected
 
 
-def _example(table: RawTable, value_tokens, text_tokens) -> schema.TableExample:
-    target = text_tokens[0] if text_tokens else []
-    example = schema.TableExample(
-        example_id=table.example_id,
-        source=table.source,
-        target_tokens=target,
-        references=list(table.texts),
-        reference_tokens=[" ".join(t) for t in text_tokens],
-    )
+def _references(raw: Raw, text_tokens) -> dict:
+    return {
+        "target_tokens": text_tokens[0] if text_tokens else [],
+        "references": list(raw.texts),
+        "reference_tokens": [" ".join(t) for t in text_tokens],
+    }
+
+
+def _text_example(raw: RawText, pieces) -> schema.TextExample:
+    source_tokens, text_tokens = pieces[0], pieces[1:]
+    return schema.TextExample(example_id=raw.example_id, source=raw.source, source_text=raw.source_text,
+                              source_tokens=source_tokens, labels=list(raw.labels or []),
+                              **_references(raw, text_tokens))
+
+
+def _table_example(table: RawTable, pieces) -> schema.TableExample:
+    value_tokens, text_tokens = pieces[: len(table.items)], pieces[len(table.items):]
+    example = schema.TableExample(example_id=table.example_id, source=table.source, **_references(table, text_tokens))
     for item, tokens in zip(table.items, value_tokens):
         example.add_field(item.field, tokens, item.entity, item.group)
+    target = example.target_tokens
     example.copy_alignment = schema.copy_alignment(example.values, target)
     if table.with_content_plan and example.values and target:
         from tablegen_tf.content_plan import content_plan
@@ -50,12 +65,12 @@ def _example(table: RawTable, value_tokens, text_tokens) -> schema.TableExample:
     return example
 
 
-def _rejection(table: RawTable, reason: str) -> Rejection:
-    path, _, line = table.source.rpartition(":")
+def _rejection(raw: Raw, reason: str) -> Rejection:
+    path, _, line = raw.source.rpartition(":")
     return Rejection(
-        file=path or table.source,
+        file=path or raw.source,
         line=int(line) if line.isdigit() else 0,
         reason=reason,
-        content=table.example_id,
-        rows=table.rows,
+        content=raw.example_id,
+        rows=raw.rows,
     )

@@ -13,7 +13,6 @@ skipped and are not rows.
 from __future__ import annotations
 
 import glob
-import gzip
 import json
 import os
 from typing import Any, Iterator, List, Optional, Tuple
@@ -26,14 +25,11 @@ from tablegen_tf.readers.base import (
     RawTable,
     Rejection,
     infer_split,
+    open_maybe_gzip,
     require_exists,
 )
 
 _EXTENSIONS = (".jsonl", ".jsonl.gz")
-
-
-def _open(path: str):
-    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
 def _text_value(value: Any, where: str, required: bool) -> Tuple[str, str]:
@@ -63,8 +59,8 @@ def parse_item(item: Any, index: int) -> Tuple[Optional[RawItem], str]:
 
 def parse_texts(text: Any) -> Tuple[List[str], str]:
     texts = [text] if isinstance(text, str) else text
-    if text is None:
-        return [], "missing 'text'"
+    if text is None:  # users' own tables to generate from; training rejects it when built
+        return [], ""
     if not isinstance(texts, list) or not texts:
         return [], "'text' must be a non-empty string or a non-empty list of strings"
     for index, value in enumerate(texts):
@@ -112,7 +108,7 @@ class JsonlReader(FormatReader):
 
     def read(self, unit: str, split: str) -> Iterator[Parsed]:
         stem = os.path.basename(unit).split(".")[0]
-        with _open(unit) as f:
+        with open_maybe_gzip(unit) as f:
             for line, raw in enumerate(f, 1):
                 if raw.strip():
                     yield _row(raw, line, unit, f"jsonl:{split}:{stem}:{line}")

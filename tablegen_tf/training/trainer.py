@@ -1,11 +1,11 @@
-"""Training: custom loop under a tf.distribute strategy, checkpoints with resume,
-early stopping on validation BLEU, TensorBoard summaries and a progress bar.
+"""Training of any model family: custom loop under a tf.distribute strategy, checkpoints
+with resume, early stopping on validation BLEU, TensorBoard summaries and progress.
 
-Config sections (YAML, merged over tablegen_tf/configs/defaults.yaml):
-  model:  name + layer sizes (tablegen_tf.models.build_model)
+The family (``config.model.name``, tablegen_tf.models) supplies the model and the
+featurizer; the typed Config (tablegen_tf.config) the rest:
   data:   train / valid directories written by `tablegen prepare`, batching
-  train:  optimizer, budget (max_steps / max_minutes), eval and checkpoint cadence,
-          early stopping, strategy, optional TBPTT (t1, t2)
+  train:  optimizer, budget (max_steps; max_minutes is a cap), seed, eval and checkpoint
+          cadence, early stopping, strategy, optional TBPTT (t1, t2)
   decode: beam size, max length, length penalty (validation and export)
 """
 
@@ -16,22 +16,21 @@ import json
 import math
 import os
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from tablegen_tf import schema
+from tablegen_tf.config import Config, ConfigError, OptimizerConfig, load_run_config, save_run_config
 from tablegen_tf.data import input_pipeline as ip
-from tablegen_tf.generation import DecodeConfig, generate_tokens
-from tablegen_tf.models import build_model
-from tablegen_tf.tokenizer import Tokenizer
+from tablegen_tf.generation import generate_text
+from tablegen_tf.models import get_family
 
 CHECKPOINTS = "checkpoints"
 BEST = "best"
 LOGS = "logs"
-CONFIG_FILE = "config.json"
+PREPARED_METADATA = "metadata.json"  # written by `tablegen prepare`
 
 
 @dataclasses.dataclass
@@ -59,15 +58,11 @@ def variables_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
     return tf.train.Checkpoint(**tracked, **extra)
 
 
-def make_optimizer(config: Dict) -> keras.optimizers.Optimizer:
-    name = config.get("name", "adam")
-    if name != "adam":
-        raise ValueError(f"unknown optimizer {name!r}: only adam is supported")
+def make_optimizer(config: OptimizerConfig) -> keras.optimizers.Optimizer:
+    if config.name != "adam":
+        raise ConfigError(f"train.optimizer.name: unknown optimizer {config.name!r}: only adam is supported")
     # global_clipnorm clips the aggregated gradient, the same under any strategy.
-    return keras.optimizers.Adam(
-        learning_rate=float(config.get("learning_rate", 1e-3)),
-        global_clipnorm=float(config.get("clipnorm", 5.0)),
-    )
+    return keras.optimizers.Adam(learning_rate=config.learning_rate, global_clipnorm=config.clipnorm)
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy:
@@ -77,19 +72,11 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
         return tf.distribute.MirroredStrategy()
     if name == "multi_worker_mirrored":
         return tf.distribute.MultiWorkerMirroredStrategy()
-    raise ValueError(f"unknown strategy {name!r}: use default, mirrored or multi_worker_mirrored")
+    raise ConfigError(f"train.strategy: unknown strategy {name!r}: use default, mirrored or multi_worker_mirrored")
 
 
-def input_config(data: Dict, training: bool) -> ip.InputConfig:
-    names = {f.name for f in dataclasses.fields(ip.InputConfig)}
-    config = ip.InputConfig(**{k: v for k, v in data.items() if k in names})
-    if not training:
-        config = dataclasses.replace(config, expand_references=False, shuffle_buffer=0)
-    return config
-
-
-def vocab_dir(config: Dict) -> str:
-    return config["data"].get("vocab") or os.path.join(config["data"]["train"], "vocab")
+def vocab_dir(config: Config) -> str:
+    return config.data.vocab or os.path.join(config.data.train, "vocab")
 
 
 def copy_vocabularies(source: str, target: str) -> str:
@@ -101,44 +88,64 @@ def copy_vocabularies(source: str, target: str) -> str:
     return os.path.abspath(target)
 
 
-def load_vocabularies(config: Dict) -> ip.Vocabularies:
-    return ip.Vocabularies.load(vocab_dir(config), config["data"].get("max_words", 0))
+def load_vocabularies(config: Config) -> ip.Vocabularies:
+    return ip.Vocabularies.load(vocab_dir(config), config.data.max_words)
 
 
 def vocab_sizes(vocabs: ip.Vocabularies) -> Dict[str, int]:
     return {name: vocabs.size(name) for name in ip.VOCAB_NAMES}
 
 
-def build(config: Dict, vocabs: ip.Vocabularies):
-    model = build_model(config["model"]["name"], config["model"], vocab_sizes(vocabs))
-    return model
+def check_example_form(family, data_dir: Optional[str]) -> None:
+    """The prepared directory holds the example form the family reads (clear error if not)."""
+    path = os.path.join(data_dir or "", PREPARED_METADATA)
+    if not data_dir or not tf.io.gfile.exists(path):
+        return
+    with tf.io.gfile.GFile(path) as handle:
+        form = json.load(handle).get("example_form", "table")
+    if form != family.example_form:
+        raise ConfigError(f"model {family.name!r} reads {family.example_form} examples, but {data_dir} holds "
+                          f"{form} examples (prepare it with a {family.example_form} format)")
 
 
-def read_references(data_dir: str) -> Dict[str, List[str]]:
+def read_references(featurizer, data_dir: str) -> Dict[str, List[str]]:
     """example_id -> raw references, for scoring generated text."""
     references = {}
     for record in tf.data.TFRecordDataset(ip.list_files(data_dir), compression_type="GZIP"):
-        example = schema.TableExample.parse(record.numpy())
-        references[example.example_id] = example.references or [" ".join(example.target_tokens)]
+        example = featurizer.parse_example(record.numpy())
+        references[example.example_id] = example.all_references()
     return references
 
 
+@dataclasses.dataclass
+class Trained:
+    config: Config
+    vocabs: ip.Vocabularies
+    family: object
+    featurizer: object
+    model: keras.Model
+    checkpoint: str
+
+
 class Trainer:
-    def __init__(self, config: Dict, output_dir: str, strategy: Optional[tf.distribute.Strategy] = None):
-        self.config = config
-        self.output_dir = output_dir
-        self.train_config = config["train"]
-        self.decode_config = DecodeConfig.from_dict(config.get("decode"))
-        self.strategy = strategy or make_strategy(self.train_config.get("strategy", "default"))
+    def __init__(self, config: Config, output_dir: str, strategy: Optional[tf.distribute.Strategy] = None):
+        self.family = get_family(config.model.name)
+        for data_dir in (config.data.train, config.data.valid):
+            check_example_form(self.family, data_dir)
         os.makedirs(output_dir, exist_ok=True)
-        config["data"]["vocab"] = copy_vocabularies(vocab_dir(config), os.path.join(output_dir, "vocab"))
+        vocab = copy_vocabularies(vocab_dir(config), os.path.join(output_dir, "vocab"))
+        self.config = config = config.replace(data=dataclasses.replace(config.data, vocab=vocab))
+        self.output_dir = output_dir
+        self.train_config = config.train
+        self.decode_config = config.decode
+        self.strategy = strategy or make_strategy(self.train_config.strategy)
         self.vocabs = load_vocabularies(config)
-        self.tokenizer = Tokenizer()
-        with open(os.path.join(output_dir, CONFIG_FILE), "w") as handle:
-            json.dump(config, handle, indent=2)
+        self.featurizer = self.family.featurizer(self.vocabs, config)
+        save_run_config(config, output_dir)
+        keras.utils.set_random_seed(self.train_config.seed)  # initialisation; input order is seeded below
         with self.strategy.scope():
-            self.model = build(config, self.vocabs)
-            self.optimizer = make_optimizer(self.train_config.get("optimizer") or {})
+            self.model = self.family.build_model(config, vocab_sizes(self.vocabs))
+            self.optimizer = make_optimizer(self.train_config.optimizer)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
             self.best_bleu = tf.Variable(-1.0, dtype=tf.float32, trainable=False, name="best_bleu")
             self.best_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="best_step")
@@ -148,7 +155,7 @@ class Trainer:
         )
         self.manager = tf.train.CheckpointManager(
             checkpoint, os.path.join(output_dir, CHECKPOINTS),
-            max_to_keep=int(self.train_config.get("keep_checkpoints", 3)),
+            max_to_keep=self.train_config.keep_checkpoints,
         )
         self.best_manager = tf.train.CheckpointManager(
             variables_checkpoint(self.model, step=self.step), os.path.join(output_dir, BEST), max_to_keep=1
@@ -164,9 +171,7 @@ class Trainer:
         self.optimizer.build(self.model.trainable_variables)
 
     def dataset(self, data_dir: str, training: bool) -> tf.data.Dataset:
-        config = input_config(self.config["data"], training)
-        seed = self.train_config.get("seed")
-        return ip.make_dataset(data_dir, self.vocabs, config, training=training, seed=seed)
+        return self.featurizer.dataset(data_dir, training, seed=self.train_config.seed)
 
     def restore(self, warm_start_from: Optional[str] = None) -> str:
         """Resumes from our own latest checkpoint, else warm-starts weights from another run."""
@@ -183,14 +188,14 @@ class Trainer:
         return "initialised from scratch"
 
     def _train_step_fn(self):
-        tbptt = self.train_config.get("tbptt") or {}
+        tbptt = self.train_config.tbptt
         model, optimizer, strategy = self.model, self.optimizer, self.strategy
+        if tbptt and not model.supports_tbptt:
+            raise ConfigError(f"train.tbptt: model {self.family.name!r} does not support truncated BPTT")
 
         def replica_step(batch):
-            if tbptt.get("t1"):
-                from tablegen_tf.layers.tbptt import tbptt_loss_and_gradients
-
-                loss, grads = tbptt_loss_and_gradients(model, batch, int(tbptt["t1"]), int(tbptt["t2"]), training=True)
+            if tbptt:
+                loss, grads = model.tbptt_loss_and_gradients(batch, tbptt.t1, tbptt.t2, training=True)
                 grads = [g / strategy.num_replicas_in_sync if g is not None else None for g in grads]
             else:
                 with tf.GradientTape() as tape:
@@ -222,12 +227,10 @@ class Trainer:
     def generate(self, data_dir: str, max_examples: int = 0) -> Dict[str, str]:
         """example_id -> detokenized text for a prepared directory."""
         decode = self.decode_config
-        words = self.vocabs.words
 
         @tf.function(reduce_retracing=True)
         def run(batch):
-            tokens, _ = generate_tokens(self.model, words, batch, decode)
-            return self.tokenizer.detokenize(tokens)
+            return generate_text(self.model, self.featurizer, batch, decode)[0]
 
         outputs: Dict[str, str] = {}
         for batch in self.dataset(data_dir, training=False):
@@ -241,12 +244,11 @@ class Trainer:
     def validate(self, references: Dict[str, List[str]]) -> Dict[str, float]:
         from tablegen_tf.metrics import corpus_scores
 
-        valid_dir = self.config["data"]["valid"]
-        limit = int(self.train_config.get("eval_max_examples", 0))
-        outputs = self.generate(valid_dir, limit)
+        valid_dir = self.config.data.valid
+        outputs = self.generate(valid_dir, self.train_config.eval_max_examples)
         ids = sorted(outputs)
         scores = corpus_scores([outputs[i] for i in ids], [references[i] for i in ids])
-        scores["loss"] = self._eval_loss(valid_dir, int(self.train_config.get("eval_loss_batches", 50)))
+        scores["loss"] = self._eval_loss(valid_dir, self.train_config.eval_loss_batches)
         scores["perplexity"] = math.exp(min(scores["loss"], 50.0))
         self._log_samples(outputs, references, ids[:3])
         return scores
@@ -256,20 +258,22 @@ class Trainer:
         with self.writers["valid"].as_default(step=int(self.step.numpy())):
             tf.summary.text("samples", "\n\n".join(lines))
 
-    def train(self, warm_start_from: Optional[str] = None, progress: bool = True) -> TrainResult:
+    def train(self, warm_start_from: Optional[str] = None, progress: bool = True,
+              reporter: Optional[Callable[[int, Optional[int], Dict[str, float]], None]] = None) -> TrainResult:
+        """Trains to the budget. ``reporter(step, max_steps, {"loss", "tokens_per_second"})``
+        is called every ``train.log_every_steps`` steps (e.g. a pipeline's progress line)."""
         from tqdm import tqdm
 
         print(f"tablegen train: {self.restore(warm_start_from)}", flush=True)
         cfg = self.train_config
-        max_steps = int(cfg.get("max_steps", 0)) or None
-        max_seconds = float(cfg.get("max_minutes", 0)) * 60 or None
-        eval_every = int(cfg.get("eval_every_steps", 500))
-        save_every = int(cfg.get("checkpoint_every_steps", eval_every))
-        patience = int(cfg.get("early_stopping_patience", 0))
-        log_every = int(cfg.get("log_every_steps", 20))
-        references = read_references(self.config["data"]["valid"]) if self.config["data"].get("valid") else None
+        max_steps = cfg.max_steps or None
+        max_seconds = cfg.max_minutes * 60 or None
+        eval_every, save_every = cfg.eval_every_steps, cfg.checkpoint_every_steps
+        patience, log_every = cfg.early_stopping_patience, cfg.log_every_steps
+        valid = self.config.data.valid
+        references = read_references(self.featurizer, valid) if valid else None
 
-        dataset = self.dataset(self.config["data"]["train"], training=True).repeat()
+        dataset = self.dataset(self.config.data.train, training=True).repeat()
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
         train_step = self._train_step_fn()
         start, tokens_seen, since_best, stopped = time.time(), 0, 0, "budget"
@@ -292,6 +296,8 @@ class Trainer:
                 elapsed = time.time() - window_start
                 rate = window_tokens / max(elapsed, 1e-9)
                 bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{rate:.0f}")
+                if reporter is not None:
+                    reporter(step, max_steps, {"loss": float(loss), "tokens_per_second": rate})
                 with self.writers["train"].as_default(step=step):
                     tf.summary.scalar("loss", loss)
                     tf.summary.scalar("perplexity", tf.exp(tf.minimum(loss, 50.0)))
@@ -325,20 +331,18 @@ class Trainer:
 
     def _decay_learning_rate(self) -> None:
         """OpenNMT-style decay on plateau: no BLEU gain at an evaluation -> lr *= factor."""
-        factor = float(self.train_config.get("decay_on_plateau", 0) or 0)
+        factor = self.train_config.decay_on_plateau
         if 0 < factor < 1:
             self.optimizer.learning_rate.assign(self._learning_rate() * factor)
 
     def _log_attention(self, step: int, tables: int = 3) -> None:
         """Copy-attention heatmaps (target steps x records) for a few validation tables."""
-        batch = next(iter(self.dataset(self.config["data"]["valid"], training=False).take(1)))
-        outputs = self.model(batch, training=False)["outputs"]
-        if "copy_log_probs" not in outputs:
-            return  # encdec has no copy attention to show
-        attention = tf.exp(outputs["copy_log_probs"][:tables])  # [n, T, R]
-        attention = attention / tf.maximum(tf.reduce_max(attention, axis=[1, 2], keepdims=True), 1e-9)
+        batch = next(iter(self.dataset(self.config.data.valid, training=False).take(1)))
+        images = self.model.attention_images(batch, tables)
+        if images is None:
+            return
         with self.writers["valid"].as_default(step=step):
-            tf.summary.image("copy_attention", attention[..., None], max_outputs=tables)
+            tf.summary.image("copy_attention", images, max_outputs=tables)
 
     def _learning_rate(self) -> float:
         lr = self.optimizer.learning_rate
@@ -366,12 +370,13 @@ class Trainer:
         return improved
 
 
-def load_trained(model_dir: str):
-    """(config, vocabs, model) restored from the best (else latest) checkpoint of a run."""
-    with open(os.path.join(model_dir, CONFIG_FILE)) as handle:
-        config = json.load(handle)
+def load_trained(model_dir: str) -> Trained:
+    """Config, vocabularies, family, featurizer and model restored from the best (else
+    latest) checkpoint of a run directory."""
+    config = load_run_config(model_dir)
     vocabs = load_vocabularies(config)
-    model = build(config, vocabs)
+    family = get_family(config.model.name)
+    model = family.build_model(config, vocab_sizes(vocabs))
     if not model.built:
         model.build()
     path = tf.train.latest_checkpoint(os.path.join(model_dir, BEST)) or tf.train.latest_checkpoint(
@@ -380,4 +385,4 @@ def load_trained(model_dir: str):
     if not path:
         raise FileNotFoundError(f"no checkpoint in {model_dir}/{BEST} or {model_dir}/{CHECKPOINTS}")
     variables_checkpoint(model).restore(path).expect_partial().assert_existing_objects_matched()
-    return config, vocabs, model, path
+    return Trained(config, vocabs, family, family.featurizer(vocabs, config), model, path)

@@ -3,9 +3,10 @@
 * ``encdec``       record encoder + 2-layer LSTM Luong input-feeding decoder
 * ``encdec-copy``  + joint copy (Gu et al. 2016)
 * ``encdec-cs``    + content selection gate (Puduppully et al. 2019) + copy
-* ``ncp``          content selection + content planning + copy over the plan
+* ``ncp``          (folder ``models/ncp``) content selection + planning + copy over the plan
 
-Every model is built from the layers in ``tablegen_tf.layers`` and exposes:
+Every model is built from the layers in ``tablegen_tf.layers`` and provides the family
+contract of ``tablegen_tf.models.base``:
 
 * ``call(batch, training)`` -> {"outputs": ..., "memory": ...} (what the loss needs)
 * ``compute_loss_from_batch(batch, training)`` -> masked-mean token NLL (+ plan NLL)
@@ -27,18 +28,44 @@ is overridden (scaled per replica for tf.distribute).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+from typing import ClassVar
 
 import keras
 import tensorflow as tf
 
-from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, PAD_ID
-from tablegen_tf.layers.content_planning import ContentPlanner, PlanEncoder, gather_plan, plan_targets
+from tablegen_tf.constants import MASKED_LOGIT, NEG_INF
+from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.layers.content_selection import ContentSelectionGate
 from tablegen_tf.layers.initial_state import EntityMeanInitialState
 from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, masked_mean
 from tablegen_tf.layers.lstm_decoder import AttentionLSTMDecoder
 from tablegen_tf.layers.record_encoder import RecordEncoder
+from tablegen_tf.models.base import GenerationModel
+from tablegen_tf.models.registry import register_model
 
+VOCAB_NAMES = (("word", "words"), ("field", "fields"), ("entity", "entities"), ("group", "groups"))
+
+
+@dataclasses.dataclass
+class EncDecConfig:
+    """The ``model:`` section of the encoder-decoder family (its only defaults)."""
+
+    KIND: ClassVar[str] = "encdec"  # corpus files tune it under `models: {encdec: ...}`
+    name: str = "encdec-copy"
+    hidden_size: int = 256  # record encoding r_hat, LSTM and attentional vector size
+    num_layers: int = 2  # thesis: 2-layer LSTM decoder
+    word_dim: int = 256  # target word embedding
+    field_dim: int = 64  # record embeddings; 0 leaves a characteristic out
+    value_dim: int = 256
+    position_dim: int = 16  # p+ and p- (Lebret et al. 2016) each
+    entity_dim: int = 0
+    group_dim: int = 0
+    attention: str = "general"  # Luong general | dot | bahdanau
+    dropout: float = 0.3
+    # Keras dtype policy of every layer: float32 | mixed_bfloat16 (bf16 matmuls with float32
+    # weights and losses; faster on CPUs with AMX/AVX512-BF16, slower without).
+    dtype: str = "float32"
 
 
 @contextlib.contextmanager
@@ -52,9 +79,20 @@ def _dtype_policy(policy):
         keras.config.set_dtype_policy(previous)
 
 
+@register_model("encdec", config=EncDecConfig, featurizer=TableFeaturizer,
+                fixed={"copy": False, "content_selection": False},
+                description="record encoder + LSTM decoder with Luong attention (thesis baseline)")
+@register_model("encdec-copy", config=EncDecConfig, featurizer=TableFeaturizer,
+                fixed={"copy": True, "content_selection": False},
+                description="encdec + joint copy attention (Gu et al. 2016)")
+@register_model("encdec-cs", config=EncDecConfig, featurizer=TableFeaturizer,
+                fixed={"copy": True, "content_selection": True},
+                description="encdec-copy + content selection gate (Puduppully et al. 2019)")
 @keras.saving.register_keras_serializable(package="tablegen")
-class EncDec(keras.Model):
+class EncDec(GenerationModel):
     """Record encoder (+ content selection) -> Luong input-feeding LSTM (+ joint copy)."""
+
+    supports_tbptt = True
 
     def __init__(
         self,
@@ -98,6 +136,17 @@ class EncDec(keras.Model):
         self.content_selection = content_selection
         with _dtype_policy(self.dtype_policy):
             self._init_layers()
+
+    @classmethod
+    def from_config_sections(cls, family, config, vocab_sizes):
+        values = {k: v for k, v in dataclasses.asdict(config.model).items() if k != "name"}
+        for key, plural in VOCAB_NAMES:
+            size = vocab_sizes.get(plural, vocab_sizes.get(key))
+            if size is not None:
+                values[f"{key}_vocab_size"] = size
+        # The position embeddings must match the data's p+/p- clip: one source, data.max_position.
+        return cls(**values, **dict(family.fixed), max_position=config.data.max_position,
+                   name=family.name.replace("-", "_"))
 
     def _init_layers(self):
         """Sublayers (created under the model's dtype policy) and their weights."""
@@ -234,10 +283,20 @@ class EncDec(keras.Model):
             if self.optimizer is not None and not self.optimizer.built:
                 self.optimizer.build(self.trainable_variables)
 
-    # === Step-wise decoding (CONTRACT.md) ===
+    def tbptt_loss_and_gradients(self, batch, t1, t2, training=True):
+        from tablegen_tf.layers.tbptt import tbptt_loss_and_gradients
 
-    def tile(self, memory, multiplier):
-        return tf.nest.map_structure(lambda x: tf.repeat(x, multiplier, axis=0), memory)
+        return tbptt_loss_and_gradients(self, batch, t1, t2, training=training)
+
+    def attention_images(self, batch, count):
+        """Copy attention (target steps x records) of the first ``count`` tables."""
+        if self.copier is None:
+            return None  # encdec has no copy attention to show
+        attention = tf.exp(self(batch, training=False)["outputs"]["copy_log_probs"][:count])  # [n, T, R]
+        attention = attention / tf.maximum(tf.reduce_max(attention, axis=[1, 2], keepdims=True), 1e-9)
+        return attention[..., None]
+
+    # === Step-wise decoding (CONTRACT.md) ===
 
     def decoding_step_fn(self, memory):
         """step_fn(prev_ids [N], step, state) -> (log_probs [N, V+R], state); memory leading dim N."""
@@ -290,116 +349,3 @@ CONFIG_KEYS = (
     "hidden_size", "num_layers", "word_dim", "field_dim", "value_dim", "position_dim", "entity_dim",
     "group_dim", "attention", "dropout", "copy", "content_selection",
 )
-
-
-@keras.saving.register_keras_serializable(package="tablegen")
-class NCP(EncDec):
-    """Neural content planning (Puduppully et al. 2019): content selection, a pointer
-    network producing the plan, and a text decoder attending / copying over the plan
-    (a bidirectional LSTM over the r_cs of the planned records).
-
-    The text decoder starts from the entity-pooled mean of the plan encodings (the
-    EncDec initial-state layer over plan positions; Puduppully start from the plan
-    encoder's final states -- we keep one initial-state rule for the whole family).
-    Training uses the gold plan (teacher forcing) for both stages, loss = plan NLL +
-    text NLL (both masked means).  Inference is two-stage: ``encode(batch)`` decodes
-    a plan greedily (``max_plan_length`` steps), then text is decoded over that plan.
-    For a beam search over plans use ``planning_step_fn`` (start id R + 1 = BOS, end
-    id R = EOS) and pass the result as ``encode(batch, plan=...)``.
-    """
-
-    def __init__(self, word_vocab_size, field_vocab_size, max_plan_length=100, **kwargs):
-        kwargs.update(copy=True, content_selection=True)
-        super().__init__(word_vocab_size, field_vocab_size, **kwargs)
-        self.max_plan_length = max_plan_length
-
-    def _init_extra(self):
-        self.planner = ContentPlanner(name="content_planner")
-        self.plan_encoder = PlanEncoder(self.hidden_size, name="plan_encoder")
-
-    def memory_dim(self):
-        return 2 * (self.hidden_size // 2)
-
-    def _build_extra(self):
-        self.planner.build((None, None, self.hidden_size))
-        self.plan_encoder.build((None, None, self.hidden_size))
-
-    def encode(self, batch, training=False, use_gold_plan=False, plan=None):
-        """``plan`` [B,P] (-1 pad) overrides both the gold and the predicted plan."""
-        records, mask = self.encode_records(batch, training)
-        memory = {"records": records, "record_mask": mask, "record_value": batch["record_value"]}
-        if plan is None and use_gold_plan:
-            plan = tf.where(batch["content_plan_mask"], batch["content_plan"], -1)
-            plan_in, plan_out, plan_out_mask = plan_targets(plan, tf.shape(records)[1])
-            memory.update(plan_log_probs=self.planner(records, mask, plan_in),
-                          plan_out=plan_out, plan_out_mask=plan_out_mask)
-        elif plan is None:
-            plan = self.planner.greedy_decode(records, mask, self.max_plan_length)
-        encoded, plan_mask = self.plan_encoder(records, plan)
-        memory.update(
-            plan=plan, memory=encoded, memory_mask=plan_mask,
-            memory_value=tf.where(plan_mask, gather_plan(batch["record_value"], plan), PAD_ID),
-            memory_record=tf.maximum(plan, 0),
-            memory_entity=gather_plan(batch["record_entity"], plan),
-        )
-        return memory
-
-    def memory_copy_mask(self, memory, copy_mask):
-        gathered = gather_plan(copy_mask, memory["plan"], axis=2)  # [B,T,P]
-        return gathered * tf.cast(memory["memory_mask"], gathered.dtype)[:, None, :]
-
-    def auxiliary_loss(self, memory, batch):
-        """Plan NLL: masked mean over plan steps (incl. EOS)."""
-        log_probs = tf.gather(memory["plan_log_probs"], memory["plan_out"], batch_dims=2)
-        return -masked_mean(log_probs, memory["plan_out_mask"])
-
-    def planning_step_fn(self, memory):
-        """Pointer step_fn over [N, R+1] (records + EOS) for tablegen_tf.decoding; state =
-        ``self.planner.initial_state(memory["records"], memory["record_mask"])``.  E.g.
-        ``ids, _, _ = beam_search(step_fn, start (R + 1), state, K, max_len, end_id=R,
-        pad_id=-1)`` then ``encode(batch, plan=tf.where(ids == R, -1, ids))``."""
-        plan_memory, pointable, keys = self.planner.memory(memory["records"], memory["record_mask"])
-
-        def step_fn(prev_ids, step, state):
-            log_probs, state = self.planner.step(prev_ids, state, plan_memory, pointable, keys)
-            return tf.where(log_probs <= MASKED_LOGIT / 2, NEG_INF, log_probs), list(state)
-
-        return step_fn
-
-    def get_config(self):
-        config = super().get_config()
-        for key in ("copy", "content_selection"):
-            config.pop(key)
-        return {**config, "max_plan_length": self.max_plan_length}
-
-
-MODELS = {
-    "encdec": (EncDec, {"copy": False, "content_selection": False}),
-    "encdec-copy": (EncDec, {"copy": True, "content_selection": False}),
-    "encdec-cs": (EncDec, {"copy": True, "content_selection": True}),
-    "ncp": (NCP, {}),
-}
-
-
-VOCAB_NAMES = (("word", "words"), ("field", "fields"), ("entity", "entities"), ("group", "groups"))
-
-
-def build_model(name, config, vocab_sizes):
-    """Model ``name`` (None: ``config["name"]``) from a config (the ``model`` section, or a
-    full config holding one) and vocab sizes {"words", "fields", "entities", "groups"}
-    (singular keys work too).  Sizes override the config; unknown keys are errors."""
-    config = dict(config.get("model", config))
-    name = name or config.get("name")
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; known: {sorted(MODELS)}")
-    cls, fixed = MODELS[name]
-    for key in ("name", "copy", "content_selection") + (() if cls is NCP else ("max_plan_length",)):
-        config.pop(key, None)
-    for key, plural in VOCAB_NAMES:
-        size = vocab_sizes.get(plural, vocab_sizes.get(key))
-        if size is not None:
-            config[f"{key}_vocab_size"] = size
-    unknown = set(config) - set(CONFIG_KEYS) - {"max_plan_length", "dtype"}
-    if unknown:
-        raise ValueError(f"unknown model config keys {sorted(unknown)}")
-    return cls(**config, **fixed, name=name.replace("-", "_"))

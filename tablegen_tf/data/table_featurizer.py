@@ -1,0 +1,27 @@
+"""The table example form: records (Lebret et al. 2016) in, the batch of CONTRACT.md out."""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import tensorflow as tf
+
+from tablegen_tf import schema
+from tablegen_tf.data import input_pipeline as ip
+from tablegen_tf.data.featurizer import Featurizer
+from tablegen_tf.serving_io import batched_records_features, serving_records
+
+
+class TableFeaturizer(Featurizer):
+    example_form = "table"
+    serving_input = "tables"  # JSONL table strings (tablegen_tf.serving_io)
+    example_class = schema.TableExample
+    copy_text_key = "record_value_text"
+
+    def parser(self, config: ip.InputConfig) -> ip.ExampleParser:
+        return ip.ExampleParser(self.vocabs, config)
+
+    def serving_features(self, tables: tf.Tensor) -> Dict[str, tf.Tensor]:
+        records = serving_records(tables, self.tokenizer)
+        data = self.config.data
+        return batched_records_features(self.vocabs, records, data.max_position, data.max_records)

@@ -1,0 +1,93 @@
+"""The model half of the family contract (the featurizer half: tablegen_tf.data.featurizer).
+
+A family's model is a Keras model that provides, for training,
+
+* ``compute_loss_from_batch(batch, training)`` -> scalar loss of a featurizer batch,
+
+for decoding with the shared, model-free searches (tablegen_tf.decoding, CONTRACT.md),
+
+* ``encode(features, training)`` -> memory (a dict of tensors, leading dim B),
+* ``initial_decoding_state(memory)`` -> nested state, leading dim B,
+* ``decoding_step_fn(memory)`` -> ``step_fn(prev_ids [N], step, state) -> (log_probs [N, W], state)``
+  over the extended vocabulary (ids >= V copy source item id - V),
+* ``tile(memory, K)`` -> memory repeated per beam (b0k0, b0k1, ...),
+
+and declares (class attributes, never probed with hasattr):
+
+* ``has_planning_stage``: a two-stage model whose ``encode`` decodes a plan first;
+  ``planned(memory)`` returns it ([B, P] source indices, -1 padded) for evaluation;
+* ``supports_tbptt``: ``tbptt_loss_and_gradients(batch, t1, t2, training)`` exists.
+
+Optional hooks with neutral defaults: ``attention_images`` (TensorBoard) and
+``serving_signatures`` (extra SavedModel signatures of the family).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional
+
+import keras
+import tensorflow as tf
+
+from tablegen_tf.decoding.common import tile_batch
+
+REQUIRED = ("from_config_sections", "compute_loss_from_batch", "encode", "initial_decoding_state",
+            "decoding_step_fn")
+
+
+class GenerationModel(keras.Model):
+    has_planning_stage = False
+    supports_tbptt = False
+
+    @classmethod
+    def from_config_sections(cls, family, config, vocab_sizes: Dict[str, int]) -> "GenerationModel":
+        """The model of ``family`` for a full tablegen Config and vocabulary sizes."""
+        raise NotImplementedError
+
+    def compute_loss_from_batch(self, batch, training=False):
+        raise NotImplementedError
+
+    def encode(self, features, training=False):
+        raise NotImplementedError
+
+    def initial_decoding_state(self, memory):
+        raise NotImplementedError
+
+    def decoding_step_fn(self, memory) -> Callable:
+        raise NotImplementedError
+
+    def tile(self, memory, multiplier):
+        return tile_batch(memory, multiplier)
+
+    def planned(self, memory) -> tf.Tensor:
+        """The plan a two-stage model decoded in ``encode`` ([B, P], -1 padded)."""
+        raise NotImplementedError
+
+    def tbptt_loss_and_gradients(self, batch, t1, t2, training=True):
+        raise NotImplementedError
+
+    def attention_images(self, batch, count: int) -> Optional[tf.Tensor]:
+        """[count, T, S, 1] images in [0, 1] of what the model attends to, or None."""
+        return None
+
+    def serving_signatures(self, module) -> Dict[str, Callable]:
+        """Extra tf.functions (name -> function with an input_signature) to export."""
+        return {}
+
+
+def check_contract(model_class) -> None:
+    """At registration: the class is a GenerationModel and implements what it declares."""
+    if not (isinstance(model_class, type) and issubclass(model_class, GenerationModel)):
+        raise TypeError(f"{model_class!r} must subclass tablegen_tf.models.base.GenerationModel")
+    required = list(REQUIRED)
+    if model_class.has_planning_stage:
+        required.append("planned")
+    if model_class.supports_tbptt:
+        required.append("tbptt_loss_and_gradients")
+    missing = [m for m in required if _defined_in(model_class, m) is GenerationModel]
+    if missing:
+        raise TypeError(f"{model_class.__name__} does not implement {', '.join(missing)} (tablegen_tf.models.base)")
+
+
+def _defined_in(cls, attribute: str) -> type:
+    return next(k for k in cls.__mro__ if attribute in vars(k))
