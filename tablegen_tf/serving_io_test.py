@@ -265,7 +265,7 @@ def test_invalid_input_raises_invalid_argument_naming_index_and_problem(line, pr
         serving_io.parse_tables(tf.constant([GOOD, line, GOOD]))
     assert f"tables[1]: {problem}" in error.value.message
     assert "(1 of 3 tables invalid)" in error.value.message
-    # the Python reader rejects these too (the deliberately stricter 'text' aside)
+    # the Python reader rejects these too
     if line:
         assert isinstance(_row(line.encode(), 1, "x", "x"), Rejection)
 

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 import tensorflow as tf
 
-from tablegen_tf.training.trainer_test import data_dir, tiny_config  # noqa: F401  (fixture)
+from trainer_test import data_dir, tiny_config  # noqa: F401  (fixture; tests/ is on sys.path)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEVSET = os.path.join(ROOT, "tests", "fixtures", "e2e", "devset.csv")

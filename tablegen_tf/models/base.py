@@ -1,6 +1,9 @@
 """The model half of the family contract (the featurizer half: tablegen_tf.data.featurizer).
 
-A family's model is a Keras model that provides, for training,
+A family's model is a Keras model whose variables all exist once it is constructed
+(``build()`` without arguments works), so checkpoints restore without a call, and whose
+layers are named (checkpoints key each variable by its Keras path). It provides,
+for training,
 
 * ``compute_loss_from_batch(batch, training)`` -> scalar loss of a featurizer batch,
 

@@ -117,7 +117,7 @@ class JsonlReader(FormatReader):
 def _row(raw: bytes, line: int, path: str, default_id: str) -> Parsed:
     content = raw.decode("utf-8", "replace").rstrip("\r\n")
     try:
-        entry = json.loads(raw)
+        entry = json.loads(raw, parse_constant=_not_json)
     except (ValueError, RecursionError) as error:  # ValueError includes invalid UTF-8
         return Rejection(path, line, f"invalid JSON: {error}", content)
     items, texts, error = parse_entry(entry)
@@ -130,6 +130,11 @@ def _row(raw: bytes, line: int, path: str, default_id: str) -> Parsed:
     if error:
         return Rejection(path, line, error, content)
     return RawTable(example_id=str(example_id), source=f"{path}:{line}", items=items, texts=texts)
+
+
+def _not_json(constant: str):
+    """Python's json accepts NaN / Infinity; JSON (and the serving parser) does not."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _encodable(items: List[RawItem], texts: List[str], example_id: str) -> bool:

@@ -46,7 +46,7 @@ BAD_LINES = [
     ('{"table": [{"field": "a", "value": true}], "text": "t"}', "table[0].value must be a string or a number, got a JSON bool"),
     ('{"table": [{"field": "a", "value": ["x"]}], "text": "t"}', "table[0].value must be a string or a number, got a JSON list"),
     ('{"table": [{"field": "a", "value": "x", "entity": {}}], "text": "t"}', "table[0].entity must be a string"),
-    ('{"table": [{"field": "a", "value": "x"}]}', "missing 'text'"),
+    ('{"table": [{"field": "a", "value": NaN}], "text": "t"}', "NaN is not JSON"),
     ('{"table": [{"field": "a", "value": "x"}], "text": " "}', "'text' must be a non-empty string"),
     ('{"table": [{"field": "a", "value": "x"}], "text": ["ok", 3]}', "text[1] must be a non-empty string"),
     ('{"table": [{"field": "a", "value": "x"}], "text": []}', "'text' must be a non-empty string or a non-empty list"),
@@ -83,3 +83,17 @@ def test_directory_gzip_and_input_errors(tmp_path):
     assert len(_read(tmp_path, "train")) == 4
     (valid,) = _read(tmp_path, "valid")
     assert valid.texts == ["Aromi is a pub."] and valid.example_id == "jsonl:valid:valid:1"
+
+
+def test_tables_without_text_are_read_for_generation_and_rejected_for_training(tmp_path):
+    from tablegen_tf.readers.build import build_examples
+    from tablegen_tf.tokenizer import TokenizerConfig
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text('{"table": [{"field": "name", "value": "The Vaults"}]}\n')
+    (table,) = _read(path)
+    assert table.texts == []
+    built, rejected = build_examples([table], TokenizerConfig(), needs_text=False)
+    assert len(built) == 1 and not rejected
+    built, rejected = build_examples([table], TokenizerConfig(), needs_text=True)
+    assert not built and "missing text" in rejected[0].reason
