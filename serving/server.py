@@ -19,6 +19,8 @@ import threading
 from concurrent import futures
 from typing import Dict, List, Optional
 
+from serving.limits import add_limit_arguments, limits_from_args
+
 log = logging.getLogger("tablegen.serving")
 
 
@@ -54,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="TF Serving batching_parameters.txt; overrides the batching flags")
     load.add_argument("--grace-seconds", type=float, default=30.0,
                       help="on shutdown, how long in-flight requests may take (default: %(default)s)")
+    add_limit_arguments(parser)
 
 
 def add_serve_parser(subparsers) -> argparse.ArgumentParser:
@@ -98,7 +101,7 @@ class ModelServer:
     def _grpc_server(self):
         import grpc
 
-        from serving import grpc_api, rest
+        from serving import grpc_api
 
         # Room for max_concurrency running + as many waiting for a slot; beyond
         # that gRPC itself answers RESOURCE_EXHAUSTED instead of queueing forever.
@@ -107,8 +110,8 @@ class ModelServer:
             futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
             maximum_concurrent_rpcs=workers,
             options=[("grpc.so_reuseport", 0),  # a taken port must fail loudly
-                     ("grpc.max_receive_message_length", rest.MAX_BODY_BYTES),
-                     ("grpc.max_send_message_length", rest.MAX_BODY_BYTES)])
+                     ("grpc.max_receive_message_length", self.predictor.limits.max_request_bytes),
+                     ("grpc.max_send_message_length", self.predictor.limits.max_request_bytes)])
         grpc_api.add_services(server, self.predictor)
         self.grpc_port = _bind(server, self.host, self.grpc_port)
         return server
@@ -183,7 +186,7 @@ def build_server(args) -> ModelServer:
     managers = {name: ModelManager(name, path, args.poll_seconds)
                 for name, path in model_dirs(args).items()}
     predictor = Predictor(managers, args.max_concurrency, args.max_batch_size,
-                          args.queue_timeout_seconds, batching_options(args))
+                          args.queue_timeout_seconds, batching_options(args), limits_from_args(args))
     return ModelServer(predictor, args.host, args.port, args.rest_port, args.grace_seconds)
 
 
