@@ -127,3 +127,69 @@ def serve_args(base_path: str, *extra: str) -> argparse.Namespace:
     return parser.parse_args(["--model-base-path", base_path, "--model-name", MODEL,
                               "--host", "127.0.0.1", "--port", "0", "--rest-port", "0",
                               "--poll-seconds", "0.1", "--grace-seconds", "10", *extra])
+
+
+class ServerProcess:
+    """`python -m serving.server` in a subprocess (for RSS, crash and soak checks):
+    started on free ports, ready when it prints its "ready" line, stopped with SIGTERM."""
+
+    def __init__(self, base_path: str, *flags: str, timeout: float = 120.0):
+        import queue
+        import subprocess
+        import sys
+        import threading
+        import time
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "serving.server", "--model-base-path", base_path,
+             "--model-name", MODEL, "--host", "127.0.0.1", "--port", "0", "--rest-port", "0", *flags],
+            cwd=root, env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"},
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(l) for l in self.process.stdout],
+                         daemon=True).start()
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.process.poll() is None:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line.startswith("tablegen serve: ready"):
+                fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+                self.grpc_address, self.rest_address = fields["grpc"], fields["rest"]
+                return
+        self.stop()
+        raise RuntimeError(f"server did not start (exit code {self.process.poll()}); run "
+                           "`python -m serving.server ...` by hand to see why")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def rss_bytes(self) -> int:
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no VmRSS for process {self.pid}")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 60.0) -> int:
+        import subprocess
+
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+    def __enter__(self) -> "ServerProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
