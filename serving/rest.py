@@ -20,6 +20,7 @@ import base64
 import json
 import logging
 import re
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Optional, Tuple
@@ -49,9 +50,15 @@ class RestServer(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
 
-    def __init__(self, address: Tuple[str, int], predictor: Predictor):
+    def __init__(self, address: Tuple[str, int], predictor: Predictor,
+                 ssl_context: Optional[ssl.SSLContext] = None):
         self.predictor = predictor
         super().__init__(address, RestHandler)
+        if ssl_context:
+            # Handshake in the handler thread (RestHandler.setup), not in the accept loop,
+            # so a slow or plaintext client cannot stall other connections.
+            self.socket = ssl_context.wrap_socket(self.socket, server_side=True,
+                                                  do_handshake_on_connect=False)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, args=(0.05,), name="rest", daemon=True)
@@ -71,6 +78,11 @@ class RestHandler(BaseHTTPRequestHandler):
     server: RestServer
     server_version = "tablegen-serving"
     timeout = SOCKET_TIMEOUT_SECONDS
+
+    def setup(self):
+        super().setup()  # applies the socket timeout, also to the TLS handshake
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()
 
     def do_GET(self):
         self._respond(lambda route: self._get(route))

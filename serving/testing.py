@@ -193,3 +193,50 @@ class ServerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def make_certificates(directory: str, server_names=("tablegen.test",)) -> dict:
+    """A throwaway CA, a server certificate (for `server_names` and 127.0.0.1) and a
+    client certificate signed by it, plus a client certificate from an unrelated CA;
+    PEM files in `directory`. Returns {name: path}."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def certificate(common_name, issuer=None, ca=False, sans=(), usage=None):
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        issuer_name, issuer_key = (issuer[0].subject, issuer[1]) if issuer else (subject, key)
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer_name)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+        if usage:
+            builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        return builder.sign(issuer_key, hashes.SHA256()), key
+
+    ca = certificate("tablegen test CA", ca=True)
+    other_ca = certificate("unrelated CA", ca=True)
+    sans = [x509.DNSName(n) for n in server_names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    issued = {"ca": ca, "server": certificate("server", ca, sans=sans, usage=ExtendedKeyUsageOID.SERVER_AUTH),
+              "client": certificate("client", ca, usage=ExtendedKeyUsageOID.CLIENT_AUTH),
+              "stranger": certificate("stranger", other_ca, usage=ExtendedKeyUsageOID.CLIENT_AUTH)}
+    paths = {}
+    for name, (cert, key) in issued.items():
+        paths[f"{name}_cert"] = os.path.join(directory, f"{name}.crt")
+        paths[f"{name}_key"] = os.path.join(directory, f"{name}.key")
+        with open(paths[f"{name}_cert"], "wb") as f:
+            f.write(cert.public_bytes(serialization.Encoding.PEM))
+        with open(paths[f"{name}_key"], "wb") as f:
+            f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    return paths
