@@ -14,12 +14,41 @@ import json
 import random
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import grpc
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+@dataclass(frozen=True)
+class ClientTLS:
+    """TLS for the channel. root_ca_file: CA that signed the server certificate
+    (default: the system roots); cert_file/key_file: this client's certificate, for
+    servers that require one (mutual TLS); server_name: the name to check the
+    server certificate against when it differs from the address's host."""
+    root_ca_file: Optional[str] = None
+    cert_file: Optional[str] = None
+    key_file: Optional[str] = None
+    server_name: Optional[str] = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("a client certificate needs its key (cert_file and key_file)")
+        return grpc.ssl_channel_credentials(_read(self.root_ca_file), _read(self.key_file),
+                                            _read(self.cert_file))
+
+    def options(self) -> List[Tuple[str, str]]:
+        return [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+
+
+def _read(path: Optional[str]) -> Optional[bytes]:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                        grpc.StatusCode.RESOURCE_EXHAUSTED})
@@ -30,12 +59,15 @@ class RemoteModel:
     """A model on a TF Serving endpoint; reuse one instance to reuse its channel."""
 
     def __init__(self, server: str, model_name: str, timeout: float = 30.0, retries: int = 3,
-                 backoff: float = 0.1, max_backoff: float = 5.0):
+                 backoff: float = 0.1, max_backoff: float = 5.0, tls: Optional[ClientTLS] = None):
         self.model_name, self.timeout, self.retries = model_name, timeout, retries
         self.backoff, self.max_backoff = backoff, max_backoff
-        self._channel = grpc.insecure_channel(server, options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)])
+        options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                   ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+        if tls:
+            self._channel = grpc.secure_channel(server, tls.credentials(), options + tls.options())
+        else:
+            self._channel = grpc.insecure_channel(server, options=options)
         self._stub = prediction_service_pb2_grpc.PredictionServiceStub(self._channel)
 
     def __enter__(self) -> "RemoteModel":
@@ -90,11 +122,13 @@ class RemoteModel:
 
 def generate_remote(server: str, model_name: str, tables: Sequence[str],
                     signature: str = "serving_default", timeout: float = 30.0, retries: int = 3,
-                    batch_size: int = 64, extra_inputs: Optional[Mapping[str, Any]] = None) -> List[str]:
+                    batch_size: int = 64, extra_inputs: Optional[Mapping[str, Any]] = None,
+                    tls: Optional[ClientTLS] = None) -> List[str]:
     """Generate text for each table on a TF Serving endpoint 'host:port'.
 
-    timeout is each RPC's deadline; each chunk is retried up to `retries` times."""
-    with RemoteModel(server, model_name, timeout, retries) as model:
+    timeout is each RPC's deadline; each chunk is retried up to `retries` times;
+    tls (ClientTLS) switches to a TLS channel."""
+    with RemoteModel(server, model_name, timeout, retries, tls=tls) as model:
         return model.generate(tables, signature, batch_size, extra_inputs)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import grpc
 
 # TF Serving's REST mapping (model_servers/http_server.cc, ToHTTPStatusCode).
@@ -19,17 +21,25 @@ HTTP_STATUS = {
 }
 
 
+# Messages may quote client data (names, JSON errors); gRPC carries them in
+# trailing metadata, which clients refuse above ~8 KiB.
+MAX_MESSAGE_CHARS = 2000
+
+
 class ServingError(Exception):
     """A request failure with the status code the client should see."""
 
-    def __init__(self, code: grpc.StatusCode, message: str):
+    def __init__(self, code: grpc.StatusCode, message: str, http_status: Optional[int] = None):
+        if len(message) > MAX_MESSAGE_CHARS:
+            message = message[:MAX_MESSAGE_CHARS] + " ... (message truncated)"
         super().__init__(message)
         self.code = code
         self.message = message
+        self._http_status = http_status
 
     @property
     def http_status(self) -> int:
-        return HTTP_STATUS.get(self.code, 500)
+        return self._http_status or HTTP_STATUS.get(self.code, 500)
 
 
 def invalid(message: str) -> ServingError:
@@ -38,6 +48,11 @@ def invalid(message: str) -> ServingError:
 
 def not_found(message: str) -> ServingError:
     return ServingError(grpc.StatusCode.NOT_FOUND, message)
+
+
+def too_large(message: str) -> ServingError:
+    """A request above a size cap: RESOURCE_EXHAUSTED, HTTP 413 (Payload Too Large)."""
+    return ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED, message, http_status=413)
 
 
 def tf_error_text(error) -> str:
@@ -62,6 +77,8 @@ def as_serving_error(error: Exception) -> ServingError:
         return error
     if isinstance(error, tf.errors.InvalidArgumentError):
         return invalid(tf_error_text(error))
+    if isinstance(error, tf.errors.ResourceExhaustedError):  # e.g. an OOM inside the model
+        return ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED, tf_error_text(error))
     if isinstance(error, tf.errors.OpError):
         return ServingError(grpc.StatusCode.INTERNAL,
                             f"{type(error).__name__}: {tf_error_text(error)}")

@@ -16,7 +16,8 @@ from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb
                                      model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc)
 
-from serving.errors import as_serving_error, invalid
+from serving import tensors
+from serving.errors import ServingError, as_serving_error, invalid
 from serving.predictor import Predictor
 
 log = logging.getLogger("tablegen.serving")
@@ -51,11 +52,58 @@ def fill_spec(spec: model_pb2.ModelSpec, name: str, version: int, signature_name
     spec.signature_name = signature_name
 
 
-def input_array(key: str, proto):
-    try:
-        return tf.make_ndarray(proto)
-    except Exception as error:
-        raise invalid(f"input '{key}' is not a valid TensorProto: {error}") from error
+class Undecodable:
+    """Stands in for a request whose bytes do not parse, so the servicer can answer
+    INVALID_ARGUMENT (grpcio itself would answer INTERNAL)."""
+
+    def __init__(self, message_type, error: Exception):
+        self.message_type, self.error = message_type, error
+
+
+def parsed(request):
+    if isinstance(request, Undecodable):
+        raise invalid(f"request is not a valid {request.message_type.__name__} protobuf: "
+                      f"{request.error}")
+    return request
+
+
+def _lenient(deserializer):
+    message_type = getattr(deserializer, "__self__", None)
+
+    def deserialize(data: bytes):
+        try:
+            return deserializer(data)
+        except Exception as error:  # DecodeError, invalid UTF-8 in a string field, ...
+            return Undecodable(message_type or type(error), error)
+    return deserialize
+
+
+class _LenientHandlers(grpc.GenericRpcHandler):
+    def __init__(self, inner: grpc.GenericRpcHandler):
+        self._inner = inner
+
+    def service(self, handler_call_details):
+        handler = self._inner.service(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        return handler._replace(request_deserializer=_lenient(handler.request_deserializer))
+
+
+class _LenientServer:
+    """What the generated add_*_to_server functions register on: wraps their handlers."""
+
+    def __init__(self, server: grpc.Server):
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers) -> None:
+        self._server.add_generic_rpc_handlers([_LenientHandlers(h) for h in handlers])
+
+
+def check_deadline(context: grpc.ServicerContext) -> None:
+    remaining = context.time_remaining()
+    if remaining is not None and remaining <= 0:
+        raise ServingError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                           "the request's deadline had passed when it arrived; it was not read")
 
 
 def metadata_response(predictor: Predictor, request) -> get_model_metadata_pb2.GetModelMetadataResponse:
@@ -92,10 +140,12 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def Predict(self, request, context):
         with abort_on_error(context):
-            arrays = {key: input_array(key, proto) for key, proto in request.inputs.items()}
+            check_deadline(context)
+            request, limits = parsed(request), self._predictor.limits
             spec = request.model_spec
             result = self._predictor.predict(
-                spec.name, requested_version(spec), spec.signature_name, lambda _: arrays,
+                spec.name, requested_version(spec), spec.signature_name,
+                lambda signature: tensors.decode_inputs(request.inputs, signature, limits),
                 list(request.output_filter), context.time_remaining())
             response = predict_pb2.PredictResponse()
             fill_spec(response.model_spec, result.model_name, result.version, result.signature_name)
@@ -105,7 +155,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
 
     def GetModelMetadata(self, request, context):
         with abort_on_error(context):
-            return metadata_response(self._predictor, request)
+            return metadata_response(self._predictor, parsed(request))
 
 
 class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
@@ -114,10 +164,11 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
 
     def GetModelStatus(self, request, context):
         with abort_on_error(context):
-            return status_response(self._predictor, request.model_spec)
+            return status_response(self._predictor, parsed(request).model_spec)
 
 
 def add_services(server: grpc.Server, predictor: Predictor) -> None:
+    lenient = _LenientServer(server)
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionServicer(predictor), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(predictor), server)
+        PredictionServicer(predictor), lenient)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(predictor), lenient)

@@ -10,6 +10,7 @@ in-flight request returns (reference count), so a swap never fails a request.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -185,6 +186,7 @@ class ModelManager:
         self._retry: Dict[int, Tuple[float, int]] = {}  # version -> (next attempt, failures)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._unloaded = threading.Event()  # a retired version drained: collect its memory
 
     # --- lifecycle -------------------------------------------------------------
     def start(self) -> None:
@@ -218,11 +220,24 @@ class ModelManager:
         copy, corrupt file) is skipped until its retry backoff expires."""
         for version in self._candidates(initial):
             if self._is_current(version):
-                return
+                break
             loaded = self._load(version)
             if loaded:
                 self._swap(loaded)
-                return
+                break
+        self._collect_unloaded()
+
+    def _collect_unloaded(self) -> None:
+        """A restored SavedModel sits in reference cycles, so its variables (the bulk
+        of its memory) are freed only by a full collection, which a steady request
+        load rarely triggers: without this, RSS grew by one model per swap. Run
+        here, on the poll thread, not on the request thread that drained it."""
+        if self._unloaded.is_set():
+            self._unloaded.clear()
+            started = time.perf_counter()
+            freed = gc.collect()
+            log.info("collected %d objects of unloaded versions in %.2fs", freed,
+                     time.perf_counter() - started)
 
     def _candidates(self, initial: bool) -> List[int]:
         """Versions, newest first, whose directory is complete and (after start-up)
@@ -277,6 +292,7 @@ class ModelManager:
         log.info("model %s now serves version %d", self.name, loaded.version)
         if old:
             old.on_unload(lambda v=old.version: self._set_status(v, "END"))
+            old.on_unload(self._unloaded.set)
             old.retire()
 
     def _set_status(self, version: int, state: str, error: str = "") -> None:

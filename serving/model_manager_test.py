@@ -1,8 +1,10 @@
 """Version discovery, partial-directory robustness and draining, driven with
 poll_once() (no poll thread) over the stand-in SavedModels of conftest.py."""
 
+import gc
 import os
 import shutil
+import weakref
 
 import grpc
 import pytest
@@ -111,3 +113,20 @@ def test_start_falls_back_when_the_newest_version_is_corrupt(base_path, exports)
     assert serving_version(manager) == 1
     assert dict((v, s) for v, s, _ in manager.status()) == {2: "END", 1: "AVAILABLE"}
     manager.stop()
+
+
+def test_unloaded_version_memory_is_freed_on_the_poll_thread(manager, base_path, exports):
+    """A restored SavedModel sits in reference cycles; with automatic collection off,
+    only the manager's own collection after the swap can free its variables."""
+    with manager.lease() as old:
+        variable = weakref.ref(old._model.weights.handle)  # captured by cyclic FuncGraphs
+    gc.disable()
+    try:
+        testing.push_version(exports["v2"], os.path.join(base_path, MODEL), 2)
+        manager.poll_once()
+        assert variable() is not None
+        manager.poll_once()  # swaps, retires version 1 (nothing in flight), collects
+        assert serving_version(manager) == 2
+        assert variable() is None
+    finally:
+        gc.enable()

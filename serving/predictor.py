@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from serving.batching import Batcher, BatchingOptions
 from serving.errors import ServingError, invalid, not_found
+from serving.limits import Limits
 from serving.model_manager import LoadedVersion, ModelManager
 from serving.signatures import Prepared, Signature
 
@@ -30,8 +32,9 @@ class PredictResult:
 class Predictor:
     def __init__(self, managers: Mapping[str, ModelManager], max_concurrency: int = 16,
                  max_batch_size: int = 64, queue_timeout: float = 5.0,
-                 batching: Optional[BatchingOptions] = None):
+                 batching: Optional[BatchingOptions] = None, limits: Limits = Limits()):
         self.managers = dict(managers)
+        self.limits = limits
         self.max_concurrency = max_concurrency
         self.max_batch_size = max_batch_size
         self.queue_timeout = queue_timeout
@@ -49,12 +52,16 @@ class Predictor:
                 decode_inputs: DecodeInputs, output_filter: Sequence[str] = (),
                 timeout: Optional[float] = None) -> PredictResult:
         """decode_inputs(signature) -> arrays: REST needs the signature's dtypes to
-        read JSON, gRPC ignores it (TensorProtos carry their dtype)."""
+        read JSON, gRPC checks each TensorProto against it before decoding.
+        timeout: seconds left until the client's deadline; none left -> no work."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        _check_deadline(deadline, "before it was read")
         with self.manager(model_name).lease(version) as loaded:
             signature = loaded.signature(signature_name)
             _check_filter(signature, output_filter)
-            prepared = signature.prepare(decode_inputs(signature), self.max_batch_size)
-            with self._slot(timeout):
+            prepared = signature.prepare(decode_inputs(signature), self.max_batch_size, self.limits)
+            _check_deadline(deadline, "while its inputs were checked")
+            with self._slot(None if deadline is None else deadline - time.monotonic()):
                 outputs = self._execute(loaded, signature, prepared)
         kept = {k: v for k, v in outputs.items() if not output_filter or k in output_filter}
         return PredictResult(model_name, loaded.version, signature.name, kept)
@@ -105,6 +112,12 @@ class Predictor:
             batcher = self._batchers.pop(key, None)
         if batcher:
             batcher.close(wait=False)
+
+
+def _check_deadline(deadline: Optional[float], when: str) -> None:
+    if deadline is not None and time.monotonic() >= deadline:
+        raise ServingError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                           f"the request's deadline passed {when}; it was not run")
 
 
 def _check_filter(signature: Signature, names: Sequence[str]) -> None:

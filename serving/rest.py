@@ -6,8 +6,12 @@
                                                     {"inputs": ...}     -> {"outputs": ...}
 
 JSON carries no dtypes, so values are converted with the signature's input
-dtypes; strings are UTF-8, or {"b64": ...} for raw bytes (TF Serving's rule).
-String outputs come back as text unless their name ends in "_bytes".
+dtypes; strings are UTF-8, or {"b64": ...} for raw bytes (TF Serving's rule);
+integer inputs take JSON integers only. String outputs come back as text unless
+their name ends in "_bytes".
+
+Bodies are UTF-8 JSON (no BOM), optionally `Content-Encoding: gzip`; their size
+(after inflating) and nesting depth are capped (limits.Limits) before parsing.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import base64
 import json
 import logging
 import re
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Dict, Optional, Tuple
@@ -27,7 +32,8 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, model_pb2
 
 from serving import grpc_api
-from serving.errors import ServingError, as_serving_error, invalid, not_found
+from serving.errors import ServingError, as_serving_error, invalid, not_found, too_large
+from serving.limits import check_json_depth, flag, gunzip
 from serving.predictor import Predictor
 from serving.signatures import Signature
 
@@ -35,7 +41,8 @@ log = logging.getLogger("tablegen.serving")
 
 PATH = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?"
                   r"(?:/(?P<metadata>metadata)|:(?P<verb>\w+))?$")
-MAX_BODY_BYTES = 64 << 20
+# A client that stops sending (slow loris) frees its handler thread after this.
+SOCKET_TIMEOUT_SECONDS = 30.0
 
 
 class RestServer(ThreadingHTTPServer):
@@ -43,9 +50,15 @@ class RestServer(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
 
-    def __init__(self, address: Tuple[str, int], predictor: Predictor):
+    def __init__(self, address: Tuple[str, int], predictor: Predictor,
+                 ssl_context: Optional[ssl.SSLContext] = None):
         self.predictor = predictor
         super().__init__(address, RestHandler)
+        if ssl_context:
+            # Handshake in the handler thread (RestHandler.setup), not in the accept loop,
+            # so a slow or plaintext client cannot stall other connections.
+            self.socket = ssl_context.wrap_socket(self.socket, server_side=True,
+                                                  do_handshake_on_connect=False)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, args=(0.05,), name="rest", daemon=True)
@@ -64,6 +77,12 @@ class RestServer(ThreadingHTTPServer):
 class RestHandler(BaseHTTPRequestHandler):
     server: RestServer
     server_version = "tablegen-serving"
+    timeout = SOCKET_TIMEOUT_SECONDS
+
+    def setup(self):
+        super().setup()  # applies the socket timeout, also to the TLS handshake
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()
 
     def do_GET(self):
         self._respond(lambda route: self._get(route))
@@ -118,17 +137,47 @@ class RestHandler(BaseHTTPRequestHandler):
         return {"outputs": columns_json(result.outputs)}
 
     def _json_body(self) -> Dict[str, Any]:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            raise invalid(f"request body of {length} bytes exceeds {MAX_BODY_BYTES}")
+        limits = self.server.predictor.limits
+        text = self._body_text(limits.max_request_bytes)
+        check_json_depth(text, limits.max_json_depth, "request body")
         try:
-            body = json.loads(self.rfile.read(length) or b"null")
+            body = json.loads(text or "null")
         except ValueError as error:
             raise invalid(f"request body is not valid JSON: {error}") from error
         if not isinstance(body, dict) or ("instances" in body) == ("inputs" in body):
             raise invalid('request body must be a JSON object with exactly one of "instances" '
                           '(row format) or "inputs" (columnar format)')
         return body
+
+
+    def _body_text(self, cap: int) -> str:
+        length = _content_length(self.headers.get("Content-Length"), cap)
+        data = self.rfile.read(length)
+        if len(data) < length:
+            raise invalid(f"request body ended after {len(data)} of {length} bytes")
+        encoding = (self.headers.get("Content-Encoding") or "identity").strip().lower()
+        if encoding in ("gzip", "x-gzip"):
+            data = gunzip(data, cap)
+        elif encoding != "identity":
+            raise invalid(f"Content-Encoding '{encoding[:40]}' is not supported (use gzip or none)")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise invalid(f"request body is not valid UTF-8 ({error.reason} at byte "
+                          f"{error.start})") from None
+
+
+def _content_length(header: Optional[str], cap: int) -> int:
+    try:
+        length = int(header or 0)
+    except ValueError:
+        raise invalid(f"Content-Length '{header[:40]}' is not a number") from None
+    if length < 0:
+        raise invalid(f"Content-Length {length} is negative")
+    if length > cap:
+        raise too_large(f"request body of {length} bytes is above the cap of {cap} "
+                        f"({flag('max_request_bytes')})")
+    return length
 
 
 def _version(route) -> Optional[int]:
@@ -191,9 +240,20 @@ def to_array(key: str, value, spec: Optional[tf.TensorSpec]) -> np.ndarray:
             if array.dtype != object or any(not isinstance(x, bytes) for x in array.reshape(-1)):
                 raise ValueError("ragged or non-string values")
             return array
+        if spec.dtype.is_integer:
+            return _integers(value, spec.dtype)
         return np.asarray(value, dtype=spec.dtype.as_numpy_dtype)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OverflowError) as error:
         raise invalid(f"input '{key}' is not a valid {spec.dtype.name} tensor: {error}") from error
+
+
+def _integers(value, dtype: tf.DType) -> np.ndarray:
+    raw = np.asarray(value)
+    if raw.dtype.kind not in "iu":  # floats, booleans, strings, ints beyond int64
+        raise ValueError("expected JSON integers")
+    if raw.size and (raw.min() < dtype.min or raw.max() > dtype.max):
+        raise ValueError(f"values outside [{dtype.min}, {dtype.max}]")
+    return raw.astype(dtype.as_numpy_dtype)
 
 
 def _to_bytes(value):

@@ -19,6 +19,9 @@ import threading
 from concurrent import futures
 from typing import Dict, List, Optional
 
+from serving.limits import add_limit_arguments, limits_from_args
+from serving.tls import add_tls_arguments, tls_from_args
+
 log = logging.getLogger("tablegen.serving")
 
 
@@ -54,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="TF Serving batching_parameters.txt; overrides the batching flags")
     load.add_argument("--grace-seconds", type=float, default=30.0,
                       help="on shutdown, how long in-flight requests may take (default: %(default)s)")
+    add_limit_arguments(parser)
+    add_tls_arguments(parser)
 
 
 def add_serve_parser(subparsers) -> argparse.ArgumentParser:
@@ -70,20 +75,23 @@ class ModelServer:
     """gRPC (+ REST) front ends over one Predictor; start() returns once listening."""
 
     def __init__(self, predictor, host: str = "0.0.0.0", port: int = 8500,
-                 rest_port: Optional[int] = None, grace_seconds: float = 30.0):
+                 rest_port: Optional[int] = None, grace_seconds: float = 30.0, tls=None):
         self.predictor, self.host = predictor, host
         self.grpc_port, self.rest_port = port, rest_port
         self.grace_seconds = grace_seconds
+        self.tls = tls  # serving.tls.TLSConfig: both ports speak TLS only
         self._grpc = self._rest = None
 
     def start(self) -> "ModelServer":
         """Bind first (a taken port fails before a slow model load), load, then serve."""
-        from serving import rest
+        from serving import rest, tls
 
+        # Built first: it also checks that the certificate and key load.
+        context = tls.ssl_context(self.tls) if self.tls else None
         self._grpc = self._grpc_server()
         if self.rest_port is not None:
             try:
-                self._rest = rest.RestServer((self.host, self.rest_port), self.predictor)
+                self._rest = rest.RestServer((self.host, self.rest_port), self.predictor, context)
             except OSError as error:
                 self._grpc.stop(None)
                 raise OSError(f"cannot bind REST to {self.host}:{self.rest_port}: {error}") from error
@@ -98,7 +106,7 @@ class ModelServer:
     def _grpc_server(self):
         import grpc
 
-        from serving import grpc_api, rest
+        from serving import grpc_api
 
         # Room for max_concurrency running + as many waiting for a slot; beyond
         # that gRPC itself answers RESOURCE_EXHAUSTED instead of queueing forever.
@@ -107,10 +115,10 @@ class ModelServer:
             futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
             maximum_concurrent_rpcs=workers,
             options=[("grpc.so_reuseport", 0),  # a taken port must fail loudly
-                     ("grpc.max_receive_message_length", rest.MAX_BODY_BYTES),
-                     ("grpc.max_send_message_length", rest.MAX_BODY_BYTES)])
+                     ("grpc.max_receive_message_length", self.predictor.limits.max_request_bytes),
+                     ("grpc.max_send_message_length", self.predictor.limits.max_request_bytes)])
         grpc_api.add_services(server, self.predictor)
-        self.grpc_port = _bind(server, self.host, self.grpc_port)
+        self.grpc_port = _bind(server, self.host, self.grpc_port, self.tls)
         return server
 
     def stop(self) -> None:
@@ -125,9 +133,14 @@ class ModelServer:
             manager.stop()
 
 
-def _bind(server, host: str, port: int) -> int:
+def _bind(server, host: str, port: int, tls=None) -> int:
+    from serving.tls import grpc_credentials
+
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if tls:
+            bound = server.add_secure_port(f"{host}:{port}", grpc_credentials(tls))
+        else:
+            bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as error:  # newer grpcio raises, older returns 0
         raise OSError(f"cannot bind gRPC to {host}:{port}: {error}") from error
     if not bound:
@@ -183,8 +196,9 @@ def build_server(args) -> ModelServer:
     managers = {name: ModelManager(name, path, args.poll_seconds)
                 for name, path in model_dirs(args).items()}
     predictor = Predictor(managers, args.max_concurrency, args.max_batch_size,
-                          args.queue_timeout_seconds, batching_options(args))
-    return ModelServer(predictor, args.host, args.port, args.rest_port, args.grace_seconds)
+                          args.queue_timeout_seconds, batching_options(args), limits_from_args(args))
+    return ModelServer(predictor, args.host, args.port, args.rest_port, args.grace_seconds,
+                       tls_from_args(args))
 
 
 def run(args) -> int:
@@ -199,7 +213,8 @@ def run(args) -> int:
         print(f"tablegen serve: error: {error}", file=sys.stderr)
         return 2
     rest = f" rest={args.host}:{server.rest_port}" if server.rest_port is not None else ""
-    print(f"tablegen serve: ready grpc={args.host}:{server.grpc_port}{rest} "
+    tls = f" tls={server.tls.mode}" if server.tls else ""
+    print(f"tablegen serve: ready grpc={args.host}:{server.grpc_port}{rest}{tls} "
           f"models={sorted(server.predictor.managers)}", flush=True)
     while not stop.wait(0.1):
         pass

@@ -127,3 +127,116 @@ def serve_args(base_path: str, *extra: str) -> argparse.Namespace:
     return parser.parse_args(["--model-base-path", base_path, "--model-name", MODEL,
                               "--host", "127.0.0.1", "--port", "0", "--rest-port", "0",
                               "--poll-seconds", "0.1", "--grace-seconds", "10", *extra])
+
+
+class ServerProcess:
+    """`python -m serving.server` in a subprocess (for RSS, crash and soak checks):
+    started on free ports, ready when it prints its "ready" line, stopped with SIGTERM."""
+
+    def __init__(self, base_path: str, *flags: str, timeout: float = 120.0):
+        import queue
+        import subprocess
+        import sys
+        import threading
+        import time
+
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "serving.server", "--model-base-path", base_path,
+             "--model-name", MODEL, "--host", "127.0.0.1", "--port", "0", "--rest-port", "0", *flags],
+            cwd=root, env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"},
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=lambda: [self.lines.put(l) for l in self.process.stdout],
+                         daemon=True).start()
+        deadline = time.time() + timeout
+        while time.time() < deadline and self.process.poll() is None:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                continue
+            if line.startswith("tablegen serve: ready"):
+                fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+                self.grpc_address, self.rest_address = fields["grpc"], fields["rest"]
+                return
+        self.stop()
+        raise RuntimeError(f"server did not start (exit code {self.process.poll()}); run "
+                           "`python -m serving.server ...` by hand to see why")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def rss_bytes(self) -> int:
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no VmRSS for process {self.pid}")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 60.0) -> int:
+        import subprocess
+
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.wait()
+
+    def __enter__(self) -> "ServerProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def make_certificates(directory: str, server_names=("tablegen.test",)) -> dict:
+    """A throwaway CA, a server certificate (for `server_names` and 127.0.0.1) and a
+    client certificate signed by it, plus a client certificate from an unrelated CA;
+    PEM files in `directory`. Returns {name: path}."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def certificate(common_name, issuer=None, ca=False, sans=(), usage=None):
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+        issuer_name, issuer_key = (issuer[0].subject, issuer[1]) if issuer else (subject, key)
+        builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer_name)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+        if usage:
+            builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        return builder.sign(issuer_key, hashes.SHA256()), key
+
+    ca = certificate("tablegen test CA", ca=True)
+    other_ca = certificate("unrelated CA", ca=True)
+    sans = [x509.DNSName(n) for n in server_names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    issued = {"ca": ca, "server": certificate("server", ca, sans=sans, usage=ExtendedKeyUsageOID.SERVER_AUTH),
+              "client": certificate("client", ca, usage=ExtendedKeyUsageOID.CLIENT_AUTH),
+              "stranger": certificate("stranger", other_ca, usage=ExtendedKeyUsageOID.CLIENT_AUTH)}
+    paths = {}
+    for name, (cert, key) in issued.items():
+        paths[f"{name}_cert"] = os.path.join(directory, f"{name}.crt")
+        paths[f"{name}_key"] = os.path.join(directory, f"{name}.key")
+        with open(paths[f"{name}_cert"], "wb") as f:
+            f.write(cert.public_bytes(serialization.Encoding.PEM))
+        with open(paths[f"{name}_key"], "wb") as f:
+            f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+    return paths
