@@ -9,6 +9,7 @@
       [3/7] Trainer 2,400/4,000 steps, loss 1.23, 9.1k tok/s, eta 3m
 
   ``close(summary)`` ends the line (TTY) or writes a final one.
+  ``report(step, total, figures)`` is the trainer's reporter signature.
 * ``active_stage(label, stream)``: a caller (the pipeline runner) names the stage in
   progress and the stream user-facing output goes to; code running inside it (the
   Trainer's run_fn) builds its reporter with ``for_active_stage()``.
@@ -115,6 +116,12 @@ class Progress:
         if now - self._last_shown >= self.interval:
             self._last_shown = now
             self._show(self.line())
+
+    def report(self, step: int, total: Optional[int], figures: Dict[str, object]) -> None:
+        """A trainer's reporter: ``Trainer.train(reporter=progress.report)``."""
+        if total:
+            self.total = total
+        self.update_to(step, **figures)
 
     def eta_seconds(self) -> Optional[float]:
         if not self.total or self._first_count is None:

@@ -89,3 +89,10 @@ def test_active_stage_routes_reporters_to_its_label_and_stream():
     assert bar.label == "[5/7] Trainer" and bar.stream is stream
     assert stream.getvalue() == "[5/7] Trainer 3/10 steps\n"
     assert progress.current_stage() is None
+
+
+def test_report_is_a_trainer_reporter():
+    clock = Clock()
+    bar, stream = _plain(clock, total=None, interval=0.0)
+    bar.report(20, 100, {"loss": 2.5, "tokens_per_second": 15700.0})
+    assert stream.getvalue() == "[3/7] Trainer 20/100 steps, loss 2.5, 16k tok/s\n"

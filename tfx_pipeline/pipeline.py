@@ -21,6 +21,7 @@ import os
 from typing import List, Optional, Sequence
 
 from tfx import v1 as tfx
+from tfx.dsl.components.base import executor_spec
 
 from tfx_pipeline import components, evaluator
 from tfx_pipeline.config import PipelineConfig
@@ -30,6 +31,8 @@ os.environ.pop("TF_USE_LEGACY_KERAS", None)  # set by `import tfx`; see runner.p
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_FN = "tfx_pipeline.trainer_utils.run_fn"
 TARGETS = ("local", "kubeflow-v2")
+# Sources that change what is printed, not what is computed: no cache invalidation.
+UNKEYED = ("testing.py", "cli.py", "progress.py", "logs.py")
 RESOLVER_ID = "latest_blessed_model_resolver"
 # Sources whose changes must invalidate each custom step's cache (relative to REPO_ROOT).
 CODE = {
@@ -48,7 +51,7 @@ def code_version(patterns: Sequence[str], root: str = REPO_ROOT) -> str:
     for pattern in patterns:
         for path in sorted(glob.glob(os.path.join(root, pattern), recursive=True)):
             name = os.path.basename(path)
-            if name.endswith("_test.py") or name in ("testing.py", "cli.py"):
+            if name.endswith("_test.py") or name in UNKEYED:
                 continue
             digest.update(os.path.relpath(path, root).encode("utf-8"))
             with open(path, "rb") as handle:
@@ -131,6 +134,7 @@ def create_components(config: PipelineConfig, target: str = "local") -> List:
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=config.push_directory)
         ),
+        custom_executor_spec=executor_spec.ExecutorClassSpec(components.AtomicPusherExecutor),
     )
     return [example_gen, statistics_gen, schema_gen, example_validator, gate, resolver,
             trainer, bleu_evaluator, pusher]
