@@ -317,3 +317,9 @@ class AtomicPusherExecutor(pusher_executor.Executor):
         self._MarkPushed(model_push, pushed_destination=os.path.join(base_directory, version),
                          pushed_version=version)
         return None
+
+
+class AtomicPusher(tfx.components.Pusher):
+    """TFX's Pusher with AtomicPusherExecutor (the pipeline gives it the id "Pusher")."""
+
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)

@@ -21,7 +21,6 @@ import os
 from typing import List, Optional, Sequence
 
 from tfx import v1 as tfx
-from tfx.dsl.components.base import executor_spec
 
 from tfx_pipeline import components, evaluator
 from tfx_pipeline.config import PipelineConfig
@@ -118,6 +117,7 @@ def create_components(config: PipelineConfig, target: str = "local") -> List:
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = _schema_gen(config, statistics_gen.outputs["statistics"])
+    schema_gen.add_upstream_node(statistics_gen)  # ImportSchemaGen too: stages run in the order shown
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
@@ -128,14 +128,13 @@ def create_components(config: PipelineConfig, target: str = "local") -> List:
     trainer.add_upstream_node(gate)  # no training on data with anomalies
     bleu_evaluator = _evaluator(config, example_gen.outputs["examples"], trainer.outputs["model"],
                                 resolver.outputs["model"])
-    pusher = tfx.components.Pusher(
+    pusher = components.AtomicPusher(
         model=trainer.outputs["model"],
         model_blessing=bleu_evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=config.push_directory)
         ),
-        custom_executor_spec=executor_spec.ExecutorClassSpec(components.AtomicPusherExecutor),
-    )
+    ).with_id("Pusher")
     return [example_gen, statistics_gen, schema_gen, example_validator, gate, resolver,
             trainer, bleu_evaluator, pusher]
 

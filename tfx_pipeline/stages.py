@@ -44,6 +44,7 @@ class Stage:
     executions: Dict[str, int] = dataclasses.field(default_factory=dict)  # node -> execution id
     states: Dict[str, str] = dataclasses.field(default_factory=dict)  # node -> COMPLETE / CACHED / FAILED
     detail: str = ""
+    figures: Dict = dataclasses.field(default_factory=dict)  # filled by the report (tfx_pipeline.report)
 
     @property
     def label(self) -> str:
