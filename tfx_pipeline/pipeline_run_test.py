@@ -85,7 +85,7 @@ def test_cli_run_is_quiet_shows_stages_and_writes_the_report(workdir):
             "log_file", "budget"} <= set(report)
     assert report["status"] == "pushed" and report["model"]["pushed"]
     figures = {s["name"]: s["figures"] for s in report["stages"]}
-    assert figures["ExampleGen"]["examples"] == {"eval": 3, "train": 11}
+    assert figures["ExampleGen"]["examples"] == {"train": 11, "eval": 3}
     assert figures["ExampleValidator"]["anomalies"] == []
     assert figures["Trainer"]["steps"] == 6 and figures["Trainer"]["stopped_because"] == "max_steps"
     assert figures["Evaluator"]["blessed"] is True and "bleu" in figures["Evaluator"]["candidate"]

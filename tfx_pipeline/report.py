@@ -85,7 +85,7 @@ def _example_gen(outputs) -> Dict:
     if examples is None:
         return {}
     custom = _custom(examples)
-    splits = sorted(k[len("examples_"):] for k in custom if k.startswith("examples_"))
+    splits = sorted((k[len("examples_"):] for k in custom if k.startswith("examples_")), key=lambda s: (s != "train", s))
     return {"uri": examples.uri, "span": _custom_or_property(examples, "span"),
             "examples": {s: custom[f"examples_{s}"] for s in splits},
             "rejected": {s: custom.get(f"rejected_{s}", 0) for s in splits},
@@ -303,7 +303,7 @@ def summary_lines(report: Dict) -> List[str]:
     trainer = figures.get("Trainer")
     if trainer and "steps" in trainer:
         cap = " -- wall-time cap hit, not pushable" if trainer.get("stopped_because") == "max_minutes" else ""
-        lines.append(f"  trainer    {trainer['steps']:,}/{trainer.get('max_steps') or '-'} steps, stopped by "
+        lines.append(f"  trainer    {trainer['steps']:,}/{trainer.get('max_steps') or 0:,} steps, stopped by "
                      f"{trainer.get('stopped_because')}{cap}, {format_rate(trainer.get('tokens_per_second') or 0)} tok/s"
                      + (f", warm start from {_show(trainer['warm_started_from'])}" if trainer.get("warm_started_from") else ""))
     evaluation = figures.get("Evaluator")
