@@ -36,7 +36,8 @@ import threading
 from typing import IO, Iterator, Optional
 
 # Harmless messages of the TF / Beam / TFX stack on a CPU machine (regular expressions,
-# searched in each message or output line). They stay in the log file.
+# searched in each raw output line, and in "LEVEL:logger:message" of each log record, the
+# form Beam workers print). They stay in the log file.
 KNOWN_NOISE = (
     # TensorFlow C++ start-up on a machine without GPU
     r"Could not find cuda drivers",
@@ -53,20 +54,18 @@ KNOWN_NOISE = (
     r"Component \S+ is (?:running|finished)",
     r"ArtifactQuery\.property_predicate is not supported",
     r"Fallback to non-ZetaSQL",
-    # Beam DirectRunner workers and pickling
+    # Beam DirectRunner workers and pickling (INFO / WARNING only: their errors are real)
     r"Discarding unparseable args",
     r"No semi_persistent_directory found",
-    r"apache_beam\.runners",
-    r"[Pp]ickl(?:ing|er)",
+    r"^(?:INFO|WARNING):apache_beam\.(?:runners|internal\.\w*pickler)",
     r"Make sure that locally built Python SDK docker image",
-    # TFDV / tfx-bsl
-    r"tensorflow_data_validation",
-    r"tfx_bsl",
+    # TFDV / tfx-bsl (INFO / WARNING only)
+    r"^(?:INFO|WARNING):(?:tensorflow_data_validation|tfx_bsl)\b",
     r"Tensorflow version .* found\. Note that TFX",
 )
 _NOISE = re.compile("|".join(f"(?:{pattern})" for pattern in KNOWN_NOISE))
 # Raw output lines worth showing: C++ W/E/F log lines, Python level prefixes, errors.
-_ALERT = re.compile(r"^\s*(?:[WEF]\d{4} |(?:WARNING|ERROR|CRITICAL|FATAL)\b|Traceback |\w+(?:Error|Exception)\b:?)")
+_ALERT = re.compile(r"^\s*(?:[WEF]\d{4} |(?:WARNING|ERROR|CRITICAL|FATAL)\b|Traceback |[\w.]+(?:Error|Exception)\b:?)")
 OUTPUT_LOGGER = "tablegen.output"
 FILE_FORMAT = "%(asctime)s %(levelname).1s %(name)s: %(message)s"
 
@@ -83,7 +82,7 @@ def is_alert(line: str) -> bool:
 class NoiseFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            return not is_noise(record.getMessage())
+            return not is_noise(f"{record.levelname}:{record.name}:{record.getMessage()}")
         except Exception:  # a record whose arguments do not format: let the handler report it
             return True
 
