@@ -2,7 +2,9 @@
 
 Through the CLI in a subprocess without a TTY: stage lines, a short console without known
 noise, the run report; a run killed (SIGKILL) during the Trainer, then rerun, completes
-with the earlier stages cached. In process: schema drift stops a span before training.
+with the earlier stages cached. In process: schema drift stops a span before training
+(ExampleValidator/AnomaliesGate for a new field; the reader, in ExampleGen, for a file
+without its text column or an empty file), with a message naming it, and nothing is pushed.
 """
 
 import json
@@ -138,8 +140,8 @@ DRIFTS = {
     # the CSV lost its text column
     "missing column": ("devset.csv", 'mr\n"name[Zizzi], food[Italian]"\n', "replace",
                        "CSV header must name columns 'mr' and 'ref'"),
-    # an empty file
-    "empty file": ("devset.csv", "", "replace", "split eval: no valid example"),
+    # an empty file (the reader stops it in ExampleGen, before statistics)
+    "empty file": ("devset.csv", "", "replace", "devset.csv: CSV header must name columns 'mr' and 'ref', got []"),
 }
 
 

@@ -16,11 +16,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import logging
 import sys
 import time
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tablegen_tf import progress
+
+_LOG = logging.getLogger(__name__)
 
 # Stage name -> the pipeline nodes it covers (the resolver is part of no stage).
 STAGES: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
@@ -155,11 +158,13 @@ def reporting_dag_runner(tracker: StageTracker):
                     executor_spec=runner_utils.extract_executor_spec(deployment, node_id),
                     custom_driver_spec=runner_utils.extract_custom_driver_spec(deployment, node_id),
                 )
+                _LOG.info("Component %s is running.", node_id)  # TFX's own log lines, kept in the log file
                 with tracker.running(node_id) as result:
                     info = node_launcher.launch()
                     if info is not None and info.execution_id is not None:
                         result["execution_id"] = info.execution_id
                         result["state"] = _execution_state(connection, info.execution_id)
+                _LOG.info("Component %s is finished.", node_id)
 
     return ReportingDagRunner()
 
