@@ -145,3 +145,16 @@ def test_a_run_gets_a_private_temp_dir_removed_afterwards():
         leaked = tempfile.mkdtemp(prefix="beam-temp")
     assert not os.path.exists(leaked) and not os.path.exists(directory)
     assert tempfile.gettempdir() == before
+
+
+def test_a_trainer_stopped_by_the_wall_time_cap_is_reported_as_such(tmp_path):
+    tracker = _finished_tracker(pushed=False)
+    for stage in tracker.stages:
+        if stage.name == "Trainer":
+            stage.figures.update(steps=3100, stopped_because="max_minutes")
+        if stage.name == "Evaluator":
+            stage.figures["message"] = "training hit the wall-time cap (max_minutes 20) at step 3100 of max_steps 5000"
+    built = _report(tmp_path, tracker)
+    text = "\n".join(report.summary_lines(built))
+    assert "3,100/5,000 steps, stopped by max_minutes -- wall-time cap hit, not pushable" in text
+    assert built["verdict"].startswith("model NOT pushed: training hit the wall-time cap")
