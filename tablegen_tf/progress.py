@@ -4,7 +4,8 @@
   ``[3/7] Trainer done in 5m12s (4,000 steps)``.
 * ``Progress(label, total)``: ``update(n, **figures)`` / ``update_to(count, **figures)``.
   On a TTY it redraws one live line (at most 10 times a second); elsewhere it writes a
-  plain line at most every ``interval_seconds``::
+  plain line at most every ``interval_seconds`` (and, past ten of them, every tenth of the
+  elapsed time, so an hour-long job stays readable in a CI log)::
 
       [3/7] Trainer 2,400/4,000 steps, loss 1.23, 9.1k tok/s, eta 3m
 
@@ -28,6 +29,7 @@ import time
 from typing import Callable, Dict, IO, Iterator, Optional
 
 TTY_REDRAW_SECONDS = 0.1
+LOG_LINES_PER_DOUBLING = 10  # plain lines: about 10 per doubling of the elapsed time past 10 intervals
 
 
 def format_duration(seconds: float) -> str:
@@ -113,9 +115,14 @@ class Progress:
             self._first_count, self._first_time = count, self.clock()
         self.figures.update(figures)
         now = self.clock()
-        if now - self._last_shown >= self.interval:
+        if now - self._last_shown >= self._gap(now):
             self._last_shown = now
             self._show(self.line())
+
+    def _gap(self, now: float) -> float:
+        # Without a TTY the gap grows with the elapsed time (a tenth of it), so a long job
+        # writes a few dozen lines in all, not one every interval for an hour.
+        return self.interval if self.tty else max(self.interval, (now - self._start) / LOG_LINES_PER_DOUBLING)
 
     def report(self, step: int, total: Optional[int], figures: Dict[str, object]) -> None:
         """A trainer's reporter: ``Trainer.train(reporter=progress.report)``."""

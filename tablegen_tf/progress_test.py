@@ -96,3 +96,14 @@ def test_report_is_a_trainer_reporter():
     bar, stream = _plain(clock, total=None, interval=0.0)
     bar.report(20, 100, {"loss": 2.5, "tokens_per_second": 15700.0})
     assert stream.getvalue() == "[3/7] Trainer 20/100 steps, loss 2.5, 16k tok/s\n"
+
+
+def test_plain_lines_thin_out_on_long_jobs():
+    clock = Clock()
+    bar, stream = _plain(clock, total=100000)
+    for step in range(1, 1201):  # 20 minutes, one update a second
+        clock.now += 1.0
+        bar.update_to(step * 10)
+    lines = stream.getvalue().splitlines()
+    assert 20 <= len(lines) <= 25  # 10 lines in the first 5 minutes, then ~10 per doubling
+    assert lines[:2] == ["[3/7] Trainer 300/100,000 steps, eta 2h46m", "[3/7] Trainer 600/100,000 steps, eta 2h45m"]
