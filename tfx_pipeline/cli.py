@@ -25,8 +25,14 @@ def add_pipeline_parser(subparsers) -> None:
         "pipeline root, serving base).",
     )
     commands = parser.add_subparsers(dest="pipeline_command", required=True, metavar="ACTION")
-    run = commands.add_parser("run", help="run locally (LocalDagRunner, SQLite ML Metadata under the root)")
+    run = commands.add_parser(
+        "run", help="run locally (LocalDagRunner, SQLite ML Metadata under the root)",
+        description="Runs the pipeline locally. The console shows one line per stage, training progress and a "
+        "summary; the full log goes to ROOT/logs/pipeline.log, the report to ROOT/runs/<id>/run_report.{json,md}. "
+        "Exit code 0: the run completed (pushed or not), 2: bad input data, 1: another failure.")
     add_config_arguments(run)
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="show every log line on the console (TF, Beam, TFX), not only warnings and errors")
     run.set_defaults(handler=run_handler)
     compile_ = commands.add_parser("compile", help="compile for an orchestrator (Kubeflow Pipelines V2 / Vertex)")
     add_config_arguments(compile_)
@@ -62,20 +68,9 @@ def _config(args):
 
 
 def run_handler(args, _extra=None) -> int:
-    from tablegen_tf.readers.base import InputError
     from tfx_pipeline import runner
-    from tfx_pipeline.components import DataAnomaliesError
 
-    config = _config(args)
-    print(f"tablegen pipeline run: {config.name} on {config.input_base} -> {config.root}", flush=True)
-    try:
-        where = runner.run_local(config)
-    except (DataAnomaliesError, InputError) as error:  # bad data: a report, not a traceback
-        print(f"tablegen pipeline run: error: {error}", file=sys.stderr)
-        return 2
-    for line in runner.summary_lines(config, where):
-        print(line)
-    return 0
+    return runner.run_and_report(_config(args), verbose=getattr(args, "verbose", False))
 
 
 def compile_handler(args, _extra=None) -> int:

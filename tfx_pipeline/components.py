@@ -9,10 +9,12 @@
 * ``AnomaliesGate``: ExampleValidator in TFX 1.21 only records anomalies; this
   component stops the run with a readable summary when there are any.
 * ``LatestBlessedModelBeforeExamplesStrategy``: baseline / warm-start resolver.
+* ``AtomicPusherExecutor``: TFX's Pusher, but a version directory appears complete or not at all.
 """
 
 import os
-from typing import Any, Dict, List, Optional, Sequence
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import apache_beam as beam
 from google.protobuf import json_format, struct_pb2
@@ -20,10 +22,12 @@ from tfx import types
 from tfx import v1 as tfx
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.components.example_gen.component import FileBasedExampleGen
+from tfx.components.pusher import executor as pusher_executor
 from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
-from tfx.proto import example_gen_pb2
-from tfx.types import artifact_utils
+from tfx.proto import example_gen_pb2, pusher_pb2
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils, proto_utils
 
 from tablegen_tf.readers import get_reader
 from tablegen_tf.readers.base import InputError
@@ -253,3 +257,63 @@ class LatestBlessedModelBeforeExamplesStrategy(tfx.dsl.experimental.ResolverStra
             "model": [latest] if latest else [],
             "model_blessing": [blessed[latest.id]] if latest else [],
         }
+
+
+# ------------------------------------------------------------------ pusher
+
+
+def next_version(base_directory: str, now: Callable[[], float] = time.time) -> str:
+    """TFX's version (unix seconds), made strictly greater than every existing version."""
+    existing = [int(n) for n in fileio.listdir(base_directory) if n.isdigit()] if fileio.exists(base_directory) else []
+    return str(max([int(now())] + [v + 1 for v in existing]))
+
+
+def push_atomically(model_path: str, base_directory: str, now: Callable[[], float] = time.time) -> str:
+    """Copies a SavedModel to BASE/.tmp-VERSION, then renames it to BASE/VERSION; returns VERSION.
+
+    TFX 1.21's Pusher copies straight into BASE/VERSION (saved_model.pb last), so a server
+    listing BASE sees the version directory while its variables are still being copied, and
+    a push killed halfway leaves a broken version behind. A rename within one filesystem is
+    atomic (on GCS it is a copy: mount the bucket or accept TFX's behaviour there).
+    """
+    fileio.makedirs(base_directory)
+    version = next_version(base_directory, now)
+    staging = os.path.join(base_directory, f".tmp-{version}")  # not a number: servers ignore it
+    if fileio.exists(staging):
+        fileio.rmtree(staging)
+    try:
+        io_utils.copy_dir(model_path, staging)
+        fileio.rename(staging, os.path.join(base_directory, version))
+    except BaseException:
+        if fileio.exists(staging):
+            fileio.rmtree(staging)
+        raise
+    return version
+
+
+class AtomicPusherExecutor(pusher_executor.Executor):
+    """TFX's Pusher executor with `push_atomically` for filesystem destinations."""
+
+    def Do(self, input_dict, output_dict, exec_properties):
+        destination = pusher_pb2.PushDestination()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
+        if destination.WhichOneof("destination") != "filesystem":
+            return super().Do(input_dict, output_dict, exec_properties)
+        self._log_startup(input_dict, output_dict, exec_properties)
+        model_push = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
+        if not self.CheckBlessing(input_dict):
+            self._MarkNotPushed(model_push)
+            return None
+        model_path = self.GetModelPath(input_dict)
+        base_directory = destination.filesystem.base_directory
+        version = push_atomically(model_path, base_directory)
+        io_utils.copy_dir(model_path, model_push.uri)  # the archive copy TFX's Pusher keeps
+        self._MarkPushed(model_push, pushed_destination=os.path.join(base_directory, version),
+                         pushed_version=version)
+        return None
+
+
+class AtomicPusher(tfx.components.Pusher):
+    """TFX's Pusher with AtomicPusherExecutor (the pipeline gives it the id "Pusher")."""
+
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)

@@ -101,3 +101,100 @@ def test_resolver_takes_the_latest_blessed_model_older_than_the_examples():
     result = resolve(40)
     assert [m.id for m in result["model"]] == [20]
     assert [b.id for b in result["model_blessing"]] == [21]
+
+
+# ------------------------------------------------------------------ pusher
+
+
+def _saved_model(path, data_bytes=8 << 20):
+    os.makedirs(os.path.join(path, "variables"))
+    with open(os.path.join(path, "variables", "variables.data-00000-of-00001"), "wb") as handle:
+        handle.write(b"\0" * data_bytes)
+    with open(os.path.join(path, "variables", "variables.index"), "wb") as handle:
+        handle.write(b"index")
+    with open(os.path.join(path, "saved_model.pb"), "wb") as handle:
+        handle.write(b"graph")
+
+
+def incomplete_versions(base, data_bytes):
+    """Version dirs of `base` lacking saved_model.pb or a complete variables/ (as a server sees them)."""
+    bad = []
+    for name in os.listdir(base) if os.path.isdir(base) else []:
+        if not name.isdigit():
+            continue
+        path = os.path.join(base, name)
+        data = os.path.join(path, "variables", "variables.data-00000-of-00001")
+        complete = (os.path.isfile(os.path.join(path, "saved_model.pb"))
+                    and os.path.isfile(os.path.join(path, "variables", "variables.index"))
+                    and os.path.isfile(data) and os.path.getsize(data) == data_bytes)
+        if not complete:
+            bad.append(name)
+    return bad
+
+
+def test_the_poll_check_sees_a_half_written_version(tmp_path):
+    _saved_model(str(tmp_path / "base" / "7"), data_bytes=10)
+    os.remove(tmp_path / "base" / "7" / "saved_model.pb")
+    assert incomplete_versions(str(tmp_path / "base"), 10) == ["7"]
+
+
+def test_versions_increase_even_within_one_second(tmp_path):
+    base = str(tmp_path / "base")
+    assert components.next_version(base, now=lambda: 1000.2) == "1000"
+    os.makedirs(os.path.join(base, "1000"))
+    os.makedirs(os.path.join(base, ".tmp-1001"))
+    assert components.next_version(base, now=lambda: 1000.9) == "1001"
+    assert components.next_version(base, now=lambda: 2000.0) == "2000"
+
+
+def test_a_polling_server_never_sees_a_half_pushed_version(tmp_path):
+    import threading
+
+    model, base, data_bytes = str(tmp_path / "model"), str(tmp_path / "serving" / "m"), 8 << 20
+    _saved_model(model, data_bytes)
+    seen_bad, seen_versions, done = set(), set(), threading.Event()
+
+    def poll():
+        while not done.is_set():
+            seen_bad.update(incomplete_versions(base, data_bytes))
+            seen_versions.update(n for n in (os.listdir(base) if os.path.isdir(base) else []) if n.isdigit())
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        versions = [components.push_atomically(model, base) for _ in range(4)]
+    finally:
+        done.set()
+        poller.join()
+    assert seen_bad == set()
+    assert versions == sorted(versions, key=int) and len(set(versions)) == 4
+    assert seen_versions  # the poller did watch the pushes
+    assert sorted(os.listdir(base)) == sorted(versions)  # no staging directory left
+
+
+def test_pusher_executor_pushes_blessed_models_only(tmp_path):
+    from google.protobuf import json_format
+    from tfx.proto import pusher_pb2
+    from tfx.types import standard_artifacts
+
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / "model")
+    _saved_model(os.path.join(model.uri, "Format-Serving"), data_bytes=10)
+    base = str(tmp_path / "serving" / "m")
+    properties = {"push_destination": json_format.MessageToJson(pusher_pb2.PushDestination(
+        filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=base)))}
+
+    def push(blessed):
+        blessing, pushed = standard_artifacts.ModelBlessing(), standard_artifacts.PushedModel()
+        blessing.uri, pushed.uri = str(tmp_path / f"blessing{blessed}"), str(tmp_path / f"pushed{blessed}")
+        blessing.set_int_custom_property("blessed", blessed)
+        components.AtomicPusherExecutor().Do({"model": [model], "model_blessing": [blessing]},
+                                             {"pushed_model": [pushed]}, properties)
+        return pushed
+
+    assert push(0).get_int_custom_property("pushed") == 0 and not os.path.exists(base)
+    pushed = push(1)
+    version = pushed.get_string_custom_property("pushed_version")
+    assert pushed.get_int_custom_property("pushed") == 1
+    assert pushed.get_string_custom_property("pushed_destination") == os.path.join(base, version)
+    assert os.listdir(base) == [version] and incomplete_versions(base, 10) == []

@@ -41,6 +41,20 @@ def decide(candidate_bleu: float, baseline_bleu: Optional[float], min_bleu: floa
     return True, f"BLEU {candidate_bleu:.2f} >= threshold {min_bleu:.2f}, {against}"
 
 
+def budget_refusal(model_uri: str) -> Optional[str]:
+    """Why a model is not blessed whatever its BLEU: training stopped at the wall-time cap
+    before its step budget, so the model depends on the machine's speed."""
+    path = os.path.join(model_uri, "tablegen_run.json")  # written by trainer_utils.run_fn
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path) as handle:
+        run = json.load(handle)
+    if run.get("stopped_because") != "max_minutes" or not run.get("max_steps"):
+        return None
+    return (f"training hit the wall-time cap (max_minutes {run.get('max_minutes')}) at step {run.get('steps')} "
+            f"of max_steps {run['max_steps']}; raise trainer.config.train.max_minutes or lower max_steps")
+
+
 def read_examples(examples_artifact, split: str, example_class, max_examples: int = 0) -> List:
     """The split's examples, parsed as the model family's example form."""
     import tensorflow as tf
@@ -147,6 +161,9 @@ def BleuEvaluator(
         metrics["baseline"] = score(eval_examples, baseline_texts)
     baseline_bleu = metrics["baseline"]["bleu"] if metrics["baseline"] else None
     blessed, message = decide(metrics["candidate"]["bleu"], baseline_bleu, min_bleu, max_bleu_drop)
+    refusal = budget_refusal(model.uri)
+    if refusal:
+        blessed, message = False, refusal
     metrics.update(blessed=blessed, message=message, model=model.uri,
                    baseline_model=baseline_model.uri if baseline_model is not None else None)
     print(f"BleuEvaluator: {'BLESSED' if blessed else 'NOT BLESSED'}: {message}", flush=True)

@@ -40,3 +40,22 @@ def test_json_tables_rebuild_the_raw_items():
         # Values come back tokenized (e.g. "£20-25" -> "£20 - 25"), which the serving
         # tokenizer maps to the same tokens.
         assert " ".join(i["value"] for i in items).split() == example.values
+
+
+@pytest.mark.parametrize(
+    "run, refused",
+    [
+        ({"stopped_because": "max_steps", "steps": 4000, "max_steps": 4000, "max_minutes": 12}, False),
+        ({"stopped_because": "max_minutes", "steps": 2500, "max_steps": 4000, "max_minutes": 12}, True),
+        ({"stopped_because": "max_minutes", "steps": 2500, "max_steps": 0, "max_minutes": 6}, False),  # time is the budget
+        ({"stopped_because": "early_stopping", "steps": 3000, "max_steps": 4000, "max_minutes": 12}, False),
+        (None, False),  # no run info (a model from elsewhere)
+    ],
+)
+def test_a_model_stopped_by_the_wall_time_cap_is_not_blessed(tmp_path, run, refused):
+    if run is not None:
+        (tmp_path / "tablegen_run.json").write_text(json.dumps(run))
+    refusal = evaluator.budget_refusal(str(tmp_path))
+    assert (refusal is not None) is refused
+    if refused:
+        assert "wall-time cap" in refusal and "at step 2500 of max_steps 4000" in refusal

@@ -30,6 +30,8 @@ os.environ.pop("TF_USE_LEGACY_KERAS", None)  # set by `import tfx`; see runner.p
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_FN = "tfx_pipeline.trainer_utils.run_fn"
 TARGETS = ("local", "kubeflow-v2")
+# Sources that change what is printed, not what is computed: no cache invalidation.
+UNKEYED = ("testing.py", "cli.py", "progress.py", "logs.py")
 RESOLVER_ID = "latest_blessed_model_resolver"
 # Sources whose changes must invalidate each custom step's cache (relative to REPO_ROOT).
 CODE = {
@@ -48,7 +50,7 @@ def code_version(patterns: Sequence[str], root: str = REPO_ROOT) -> str:
     for pattern in patterns:
         for path in sorted(glob.glob(os.path.join(root, pattern), recursive=True)):
             name = os.path.basename(path)
-            if name.endswith("_test.py") or name in ("testing.py", "cli.py"):
+            if name.endswith("_test.py") or name in UNKEYED:
                 continue
             digest.update(os.path.relpath(path, root).encode("utf-8"))
             with open(path, "rb") as handle:
@@ -115,6 +117,7 @@ def create_components(config: PipelineConfig, target: str = "local") -> List:
     )
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = _schema_gen(config, statistics_gen.outputs["statistics"])
+    schema_gen.add_upstream_node(statistics_gen)  # ImportSchemaGen too: stages run in the order shown
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
@@ -125,13 +128,13 @@ def create_components(config: PipelineConfig, target: str = "local") -> List:
     trainer.add_upstream_node(gate)  # no training on data with anomalies
     bleu_evaluator = _evaluator(config, example_gen.outputs["examples"], trainer.outputs["model"],
                                 resolver.outputs["model"])
-    pusher = tfx.components.Pusher(
+    pusher = components.AtomicPusher(
         model=trainer.outputs["model"],
         model_blessing=bleu_evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(base_directory=config.push_directory)
         ),
-    )
+    ).with_id("Pusher")
     return [example_gen, statistics_gen, schema_gen, example_validator, gate, resolver,
             trainer, bleu_evaluator, pusher]
 

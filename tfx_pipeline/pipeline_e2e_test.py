@@ -40,10 +40,9 @@ def add_span(input_base: str, span: int, extra_csv_rows=()) -> None:
         handle.writelines(row + "\n" for row in extra_csv_rows)
 
 
-def tiny_config(tmp_path, **evaluator):
-    from tfx_pipeline import config
-
-    overrides = {
+def tiny_overrides(tmp_path, **evaluator):
+    """The tiny pipeline's settings over configs/default.yaml (also usable as a --config YAML)."""
+    return {
         "pipeline": {"name": "tablegen-e2e-test", "root": str(tmp_path / "root"),
                      "beam_pipeline_args": ["--direct_running_mode=in_memory", "--direct_num_workers=1"]},
         "data": {
@@ -61,7 +60,12 @@ def tiny_config(tmp_path, **evaluator):
         "evaluator": {"min_bleu": 0.0, "max_bleu_drop": 100.0, "batch_size": 8, **evaluator},
         "pusher": {"base_directory": str(tmp_path / "serving"), "model_name": "tiny"},
     }
-    return config.from_raw(config.deep_merge(config.load_raw(), overrides))
+
+
+def tiny_config(tmp_path, **evaluator):
+    from tfx_pipeline import config
+
+    return config.from_raw(config.deep_merge(config.load_raw(), tiny_overrides(tmp_path, **evaluator)))
 
 
 def executions(config):

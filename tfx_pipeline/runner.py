@@ -8,9 +8,11 @@ tf-keras, so our modules drop the variable right after importing TFX.
 
 from __future__ import annotations
 
+import contextlib
 import glob
-import json
 import os
+import shutil
+import tempfile
 from typing import Dict, List, Optional
 
 from tfx_pipeline.config import PipelineConfig, for_kubeflow
@@ -23,16 +25,77 @@ def metadata_config(config: PipelineConfig):
     return tfx.orchestration.metadata.sqlite_metadata_connection_config(config.metadata_path)
 
 
-def run_local(config: PipelineConfig) -> Dict:
-    """Runs the pipeline with LocalDagRunner; returns where_outputs_are(config)."""
-    from tfx import v1 as tfx
-
+def run_local(config: PipelineConfig, tracker=None) -> Dict:
+    """Runs the pipeline with LocalDagRunner (stage lines to `tracker`, default stdout);
+    returns where_outputs_are(config)."""
     from tfx_pipeline.pipeline import create_pipeline
+    from tfx_pipeline.stages import StageTracker, reporting_dag_runner
 
     os.environ.pop("TF_USE_LEGACY_KERAS", None)
     pipeline = create_pipeline(config, metadata_config(config))
-    tfx.orchestration.LocalDagRunner().run(pipeline)
+    with private_tempdir():
+        reporting_dag_runner(tracker or StageTracker()).run(pipeline)
     return where_outputs_are(config)
+
+
+@contextlib.contextmanager
+def private_tempdir(prefix: str = "tablegen-pipeline-"):
+    """A temp dir for the run, removed after it. Beam's portable job service and stager, and TF
+    autograph, create temp dirs and files they never delete (~25 dirs per test run)."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir = directory
+    os.environ["TMPDIR"] = directory  # Beam worker processes
+    try:
+        yield directory
+    finally:
+        tempfile.tempdir = saved[0]
+        if saved[1] is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved[1]
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def run_and_report(config: PipelineConfig, verbose: bool = False) -> int:
+    """`tablegen pipeline run`: quiet console (full log under ROOT/logs), stage lines, the
+    run report (ROOT/runs/<id>/run_report.{json,md}) and its summary. Exit code: 0 the run
+    completed (pushed or not), 2 bad input data, 1 another failure."""
+    from tablegen_tf import logs
+    from tfx_pipeline import report
+    from tfx_pipeline.stages import StageTracker
+
+    paths = report.RunPaths.create(config.root)
+    with logs.session(verbose, paths.log_file) as console:
+        console.out.write(f"tablegen pipeline run: {config.name}, {config.input_base} -> {config.root}\n")
+        tracker = StageTracker(console.out, describe=report.describer(config))
+        error = _run_tracked(config, tracker)
+        tracker.finish()
+        store = metadata_store(config) if os.path.exists(config.metadata_path) else None
+        summary = report.build(config, tracker, paths, error, store)
+        report.write(summary)
+        console.out.write("\n".join(report.summary_lines(summary)) + "\n")
+    if error is None:
+        return 0
+    return 2 if _is_data_error(error) else 1
+
+
+def _run_tracked(config: PipelineConfig, tracker) -> Optional[BaseException]:
+    import logging
+
+    try:
+        run_local(config, tracker)
+    except Exception as error:  # reported, not raised: the traceback goes to the log file
+        logging.getLogger(__name__).debug("pipeline run failed", exc_info=True)
+        return error
+    return None
+
+
+def _is_data_error(error: BaseException) -> bool:
+    from tablegen_tf.readers.base import InputError
+    from tfx_pipeline.components import DataAnomaliesError
+
+    return isinstance(error, (DataAnomaliesError, InputError))
 
 
 def metadata_store(config: PipelineConfig):
@@ -64,28 +127,6 @@ def where_outputs_are(config: PipelineConfig) -> Dict:
         "serving_base": config.push_directory,
         "versions": sorted(os.listdir(config.push_directory)) if os.path.isdir(config.push_directory) else [],
     }
-
-
-def summary_lines(config: PipelineConfig, where: Dict) -> List[str]:
-    metrics = _metrics(where.get("evaluation"))
-    lines = [f"pipeline {config.name}: root {config.root}, metadata {config.metadata_path}"]
-    if metrics:
-        lines.append(f"evaluation: {metrics.get('message')} ({where['evaluation']}/metrics.json)")
-    if where["pushed"]:
-        lines.append(f"pushed model: {where['pushed_to']}")
-    else:
-        lines.append(f"latest model not pushed; served versions in {where['serving_base']}: {where['versions']}")
-    lines.append(f"TensorBoard: tensorboard --logdir {where['model_run_logs']}   "
-                 f"(all runs: tablegen tensorboard --pipeline-root {config.root})")
-    return lines
-
-
-def _metrics(evaluation_uri: Optional[str]) -> Dict:
-    path = os.path.join(evaluation_uri or "", "metrics.json")
-    if not evaluation_uri or not os.path.exists(path):
-        return {}
-    with open(path) as handle:
-        return json.load(handle)
 
 
 def compile_kubeflow_v2(config: PipelineConfig, output: str) -> str:

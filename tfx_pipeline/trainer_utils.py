@@ -124,13 +124,27 @@ def run_fn(fn_args) -> None:
     config.data.vocab = os.path.join(base or os.path.join(run_dir, TRAIN_DATA), "vocab")
     if base:
         _report_new_words(summary, config.data.vocab)
-    result = Trainer(config, run_dir).train(warm_start_from=base, progress=False)
+    result = _train(Trainer(config, run_dir), base, config.train.max_steps)
     print(f"tablegen run_fn: {result}; TensorBoard logs in {os.path.join(run_dir, 'logs')}", flush=True)
     export_saved_model(run_dir, fn_args.serving_model_dir)
     info = {"model_run_dir": run_dir, "warm_started_from": base, "steps": result.steps,
-            "best_valid_bleu": result.best_bleu, "stopped_because": result.stopped_because}
+            "best_valid_bleu": result.best_bleu, "stopped_because": result.stopped_because,
+            "max_steps": config.train.max_steps,
+            "max_minutes": config.train.max_minutes,
+            "seconds": result.seconds, "tokens_per_second": result.tokens_per_second}
     with open(os.path.join(os.path.dirname(fn_args.serving_model_dir.rstrip("/")), RUN_INFO), "w") as handle:
         json.dump(info, handle, indent=2)
+
+
+def _train(trainer, base: Optional[str], max_steps: int):
+    """Trains with step progress under the pipeline's active stage line."""
+    from tablegen_tf import progress
+
+    steps = progress.for_active_stage("Trainer", total=max_steps or None)
+    try:
+        return trainer.train(warm_start_from=base, progress=False, reporter=steps.report)
+    finally:
+        steps.close()
 
 
 def _report_new_words(summary: Dict, vocab_dir: str) -> None:

@@ -53,3 +53,33 @@ def test_warm_start_source_follows_the_model_artifact_to_its_run(tmp_path):
     assert trainer_utils.warm_start_source(run, {"name": "encdec-copy", "hidden_size": 8}) == run
     # Another architecture cannot restore the checkpoint: train from scratch.
     assert trainer_utils.warm_start_source(run, {"name": "encdec-copy", "hidden_size": 16}) is None
+
+
+class _Result:
+    steps = 40
+
+
+class _TrainerWithReporter:
+    def train(self, warm_start_from=None, progress=True, reporter=None):
+        for step in (20, 40):
+            reporter(step, 40, {"loss": 1.5, "tokens_per_second": 9100.0})
+        return _Result()
+
+
+class _TrainerWithoutReporter:
+    def train(self, warm_start_from=None, progress=True):
+        return _Result()
+
+
+def test_step_progress_reaches_the_active_stage_if_the_trainer_reports(monkeypatch):
+    import io
+
+    from tablegen_tf import progress
+
+    reported = []
+    monkeypatch.setattr(progress.Progress, "report", lambda self, *args: reported.append((self.label, *args)))
+    with progress.active_stage("[5/7] Trainer", io.StringIO()):
+        assert trainer_utils._train(_TrainerWithReporter(), None, 40).steps == 40
+        assert trainer_utils._train(_TrainerWithoutReporter(), None, 40).steps == 40  # no reporter yet: trains
+    assert reported == [("[5/7] Trainer", 20, 40, {"loss": 1.5, "tokens_per_second": 9100.0}),
+                        ("[5/7] Trainer", 40, 40, {"loss": 1.5, "tokens_per_second": 9100.0})]
