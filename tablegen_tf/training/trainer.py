@@ -160,6 +160,12 @@ class Trainer:
         self.best_manager = tf.train.CheckpointManager(
             variables_checkpoint(self.model, step=self.step), os.path.join(output_dir, BEST), max_to_keep=1
         )
+        # Traced once per run, not at every validation (shapes vary: reduce_retracing).
+        self._eval_loss_fn = tf.function(lambda batch: self.model.compute_loss_from_batch(batch, training=False),
+                                         reduce_retracing=True)
+        self._generate_fn = tf.function(
+            lambda batch: generate_text(self.model, self.featurizer, batch, self.decode_config)[0],
+            reduce_retracing=True)
         self.writers = {
             name: tf.summary.create_file_writer(os.path.join(output_dir, LOGS, name)) for name in ("train", "valid")
         }
@@ -218,7 +224,7 @@ class Trainer:
 
     def _eval_loss(self, data_dir: str, max_batches: int) -> float:
         total, count = 0.0, 0
-        loss_fn = tf.function(lambda batch: self.model.compute_loss_from_batch(batch, training=False))
+        loss_fn = self._eval_loss_fn
         for batch in self.dataset(data_dir, training=False).take(max_batches):
             total += float(loss_fn(batch))
             count += 1
@@ -226,11 +232,7 @@ class Trainer:
 
     def generate(self, data_dir: str, max_examples: int = 0) -> Dict[str, str]:
         """example_id -> detokenized text for a prepared directory."""
-        decode = self.decode_config
-
-        @tf.function(reduce_retracing=True)
-        def run(batch):
-            return generate_text(self.model, self.featurizer, batch, decode)[0]
+        run = self._generate_fn
 
         outputs: Dict[str, str] = {}
         for batch in self.dataset(data_dir, training=False):
