@@ -150,8 +150,12 @@ def generate_for_corpus(args) -> Tuple[List[str], int]:
         extra = {"beam_size": args.beam_size or defaults.beam_size,
                  "max_length": args.max_length or defaults.max_length,
                  "must_include": [[] for _ in tables]}
+    tls = None
+    if args.tls or args.tls_ca or args.tls_cert:
+        tls = ClientTLS(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
     texts = generate_remote(args.server, args.model_name or "tablegen", [t.serving_input() for t in tables],
-                            signature, timeout=args.timeout, batch_size=args.batch_size, extra_inputs=extra)
+                            signature, timeout=args.timeout, batch_size=args.batch_size, extra_inputs=extra,
+                            tls=tls)
     return texts, len(tables) + len(rejected)
 
 

@@ -110,8 +110,10 @@ def test_generate_for_corpus_sends_the_readers_tables(scripted, tmp_path):
     service, address = scripted()
     args = argparse.Namespace(server=address, model_name="m", format="jsonl", input=str(corpus),
                               split="valid", beam_size=None, max_length=None, timeout=5,
-                              batch_size=64)
-    texts = client.generate_for_corpus(args)
+                              batch_size=64, tls=False, tls_ca=None, tls_cert=None, tls_key=None,
+                              tls_server_name=None)
+    texts, read = client.generate_for_corpus(args)
+    assert read == 2
     assert [json.loads(t.lower()) for t in texts] == [
         {"table": [{"field": "name", "value": "aromi"}]},
         {"table": [{"field": "name", "value": "zizzi", "entity": "e1"}]}]

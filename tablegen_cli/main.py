@@ -253,6 +253,12 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=30.0, help="gRPC deadline per request (seconds)")
+    tls = parser.add_argument_group("TLS (with --server; like TF Serving's --ssl_config_file on the server)")
+    tls.add_argument("--tls", action="store_true", help="TLS with the system's root certificates")
+    tls.add_argument("--tls-ca", default=None, help="CA certificate (PEM) that signed the server's certificate")
+    tls.add_argument("--tls-cert", default=None, help="client certificate (PEM), for servers requiring mutual TLS")
+    tls.add_argument("--tls-key", default=None, help="client private key (PEM), with --tls-cert")
+    tls.add_argument("--tls-server-name", default=None, help="name to check the server certificate against")
     parser.add_argument("--output", required=True, help="output text file")
     parser.set_defaults(handler=_run_generate)
 
