@@ -1,5 +1,7 @@
 """Typed configuration: one dataclass per section holds the only defaults.
 
+(No TensorFlow import here: pipeline and CLI code reads configs before deciding to start TF.)
+
     code defaults  <-  configs/<corpus>.yaml (or any YAML file)  <-  --set overrides
 
 The YAML files only override. Mappings merge key by key; lists and scalars replace.
@@ -23,8 +25,6 @@ import typing
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 import yaml
-
-from tablegen_tf.tokenizer import TokenizerConfig
 
 CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 CORPORA = ("e2e", "webnlg", "rotowire_sentences", "rotowire", "wikibio")
@@ -86,6 +86,15 @@ class TrainConfig:
     decay_on_plateau: float = 0.5  # lr *= factor after an evaluation without a gain; 0 = off
     log_every_steps: int = 20  # TensorBoard scalars and progress
     strategy: str = "default"  # default | mirrored | multi_worker_mirrored (tf.distribute)
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerConfig:
+    lowercase: bool = False
+    normalization: str = "NFC"  # Unicode normalization of tablegen_tf.tokenizer
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass

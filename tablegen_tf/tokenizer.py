@@ -17,12 +17,13 @@ differently. Policy:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Iterable, List, Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+
+from tablegen_tf.config import TokenizerConfig  # noqa: F401  (re-exported: the tokenizer's config)
 
 _WORD = r"[\p{L}\p{N}]"
 _ABBREVIATIONS = (
@@ -71,15 +72,6 @@ _DETOKENIZE_REPLACEMENTS = (
     # hyphens that pre-tokenized corpora split off ("family - friendly", "20 - 25")
     (r"([\p{L}\p{N}]) - ([\p{L}\p{N}])", r"\1-\2"),
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class TokenizerConfig:
-    lowercase: bool = False
-    normalization: str = "NFC"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 class Tokenizer(tf.Module):
