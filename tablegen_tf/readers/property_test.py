@@ -6,9 +6,13 @@ import tempfile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from tablegen_tf.readers import get_reader
 from tablegen_tf.readers.base import InputError, RawTable, RawText, Rejection
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+set_hypothesis_home_dir(os.path.join(ROOT, ".cache", "hypothesis"))  # the project's ignored cache, not the tree
 
 FILE_FORMATS = {"jsonl": "train.jsonl", "text-pairs": "train.tsv", "e2e": "devset.csv", "webnlg": "train.xml",
                 "rotowire": "train.json"}
