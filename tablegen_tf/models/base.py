@@ -21,8 +21,10 @@ and declares (class attributes, never probed with hasattr):
   ``planned(memory)`` returns it ([B, P] source indices, -1 padded) for evaluation;
 * ``supports_tbptt``: ``tbptt_loss_and_gradients(batch, t1, t2, training)`` exists.
 
-Optional hooks with neutral defaults: ``attention_images`` (TensorBoard) and
-``serving_signatures`` (extra SavedModel signatures of the family).
+Optional hooks with neutral defaults: ``attention_images`` (TensorBoard),
+``serving_signatures`` (extra SavedModel signatures of the family) and
+``token_nll`` (summed NLL and token count of a batch, for perplexity; declared by
+``reports_perplexity``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ REQUIRED = ("from_config_sections", "compute_loss_from_batch", "encode", "initia
 class GenerationModel(keras.Model):
     has_planning_stage = False
     supports_tbptt = False
+    reports_perplexity = False  # token_nll exists: evaluate reports per-token perplexity
 
     @classmethod
     def from_config_sections(cls, family, config, vocab_sizes: Dict[str, int]) -> "GenerationModel":
@@ -69,6 +72,13 @@ class GenerationModel(keras.Model):
     def tbptt_loss_and_gradients(self, batch, t1, t2, training=True):
         raise NotImplementedError
 
+    def token_nll(self, batch):
+        """(summed negative log-likelihood in nats, number of scored target tokens) of a batch.
+
+        Perplexity over a set is exp(sum of NLL / sum of tokens); the family's docstring
+        says which tokens count (e.g. whether </s> and copy actions are scored)."""
+        raise NotImplementedError
+
     def attention_images(self, batch, count: int) -> Optional[tf.Tensor]:
         """[count, T, S, 1] images in [0, 1] of what the model attends to, or None."""
         return None
@@ -87,6 +97,8 @@ def check_contract(model_class) -> None:
         required.append("planned")
     if model_class.supports_tbptt:
         required.append("tbptt_loss_and_gradients")
+    if model_class.reports_perplexity:
+        required.append("token_nll")
     missing = [m for m in required if _defined_in(model_class, m) is GenerationModel]
     if missing:
         raise TypeError(f"{model_class.__name__} does not implement {', '.join(missing)} (tablegen_tf.models.base)")
