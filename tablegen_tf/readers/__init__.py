@@ -18,6 +18,7 @@ _MODULES = {
     "rotowire-sentences": "tablegen_tf.readers.rotowire",
     "jsonl": "tablegen_tf.readers.jsonl",
     "text-pairs": "tablegen_tf.readers.text_pairs",
+    "sentences": "tablegen_tf.readers.sentences",
 }
 
 

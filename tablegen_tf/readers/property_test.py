@@ -14,7 +14,7 @@ from tablegen_tf.readers.base import InputError, RawTable, RawText, Rejection
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 set_hypothesis_home_dir(os.path.join(ROOT, ".cache", "hypothesis"))  # the project's ignored cache, not the tree
 
-FILE_FORMATS = {"jsonl": "train.jsonl", "text-pairs": "train.tsv", "e2e": "devset.csv", "webnlg": "train.xml",
+FILE_FORMATS = {"jsonl": "train.jsonl", "text-pairs": "train.tsv", "sentences": "train.txt", "e2e": "devset.csv", "webnlg": "train.xml",
                 "rotowire": "train.json"}
 # Bytes that look like the formats more often than uniform noise does.
 FRAGMENTS = [b'{"table": [{"field": "a", "value": "b"}], "text": "t"}', b"\n", b"\t", b",", b'"', b"{", b"}",
