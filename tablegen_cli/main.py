@@ -11,6 +11,8 @@ import os
 import sys
 from typing import List, Optional
 
+from tablegen_tf.readers import format_names
+
 # TensorFlow's C++ INFO/WARNING start-up lines drown the tool's own output; users can
 # still ask for them with TF_CPP_MIN_LOG_LEVEL=0. Set before any TF import (also
 # inherited by Beam worker processes).
@@ -25,6 +27,7 @@ FORMAT_HELP = {
     "rotowire-sentences": "RotoWire x_type/x_value/x_associated/y_aux directory",
     "jsonl": 'generic {"table": [{"field", "value"}...], "text": ...} lines',
     "text-pairs": "text-to-text: source<TAB>target lines (.tsv/.txt, .gz allowed)",
+    "sentences": "unlabelled text: one sentence per line (.txt/.gz file or directory)",
 }
 
 
@@ -39,11 +42,11 @@ def _add_prepare(subparsers) -> None:
             "arguments are Beam pipeline options (e.g. --runner=DataflowRunner --project=... "
             "--region=... --temp_location=gs://...); the default is the DirectRunner with "
             "2 worker processes.\n\nformats:\n"
-            + "\n".join(f"  {name:20s}{text}" for name, text in FORMAT_HELP.items())
+            + "\n".join(f"  {name:20s}{FORMAT_HELP.get(name, '')}" for name in format_names())
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--format", required=True, choices=sorted(FORMAT_HELP), help="input format")
+    parser.add_argument("--format", required=True, choices=format_names(), help="input format (see `tablegen prepare --help`)")
     parser.add_argument("--input", required=True, help="input file or directory")
     parser.add_argument("--output", required=True, help="output directory (local path or gs://...)")
     parser.add_argument(
@@ -211,7 +214,7 @@ def _run_train(args, _extra) -> int:
 
 def _add_inference_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
-    parser.add_argument("--format", required=True, choices=sorted(FORMAT_HELP), help="input format")
+    parser.add_argument("--format", required=True, choices=format_names(), help="input format (see `tablegen prepare --help`)")
     parser.add_argument("--input", required=True, help="input file or directory")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
     parser.add_argument("--beam-size", type=int, default=None, help="beam size (default: the run's decode config)")
@@ -246,7 +249,7 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--model", default=None, help="run directory written by `tablegen train`")
     parser.add_argument("--server", default=None, help="HOST:PORT of a TF Serving gRPC endpoint")
     parser.add_argument("--model-name", default=None, help="served model name (with --server)")
-    parser.add_argument("--format", required=True, choices=sorted(FORMAT_HELP), help="input format")
+    parser.add_argument("--format", required=True, choices=format_names(), help="input format (see `tablegen prepare --help`)")
     parser.add_argument("--input", required=True, help="input file or directory")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
     parser.add_argument("--beam-size", type=int, default=None)
