@@ -26,7 +26,7 @@ def start_server(base_path):
         stderr=subprocess.DEVNULL, text=True)
     lines = queue.Queue()
     threading.Thread(target=lambda: [lines.put(l) for l in process.stdout], daemon=True).start()
-    deadline = time.time() + 60
+    deadline = time.time() + 240  # a loaded CI machine starts TF slowly
     while time.time() < deadline:
         try:
             line = lines.get(timeout=1)

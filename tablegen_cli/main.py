@@ -67,6 +67,7 @@ def _add_prepare(subparsers) -> None:
 
 def _run_prepare(args, beam_args: List[str]) -> int:
     from beam_jobs import prepare
+    from tablegen_tf.progress import format_duration, format_rate
     from tablegen_tf.readers.base import InputError, infer_split
 
     config = prepare.PrepareConfig(
@@ -86,10 +87,8 @@ def _run_prepare(args, beam_args: List[str]) -> int:
         print(f"tablegen prepare: error: {error}", file=sys.stderr)
         return 2
     print(prepare.summary_line(counts), flush=True)
-    print(
-        f"{counts['read'] / max(counts['seconds'], 1e-9):.0f} rows/s; records in {config.output}",
-        flush=True,
-    )
+    print(f"{format_duration(counts['seconds'])} ({format_rate(counts['read'] / max(counts['seconds'], 1e-9))} rows/s); "
+          f"records in {config.output}", flush=True)
     return 0
 
 
@@ -197,6 +196,7 @@ def _run_train(args, _extra) -> int:
     import json
 
     from tablegen_tf.config import ConfigError
+    from tablegen_tf.progress import format_duration, format_rate
     from tablegen_tf.training.trainer import Trainer
 
     try:
@@ -206,9 +206,13 @@ def _run_train(args, _extra) -> int:
         return 2
     trainer = Trainer(config, args.out)
     result = trainer.train(warm_start_from=args.warm_start_from, progress=not args.no_progress)
-    print(json.dumps(result.__dict__, indent=2))
-    print(f"best model: {args.out}/best (valid BLEU {result.best_bleu:.2f} at step {result.best_step}); "
-          f"TensorBoard: tensorboard --logdir {args.out}/logs")
+    with open(os.path.join(args.out, "train_result.json"), "w", encoding="utf-8") as handle:
+        json.dump(result.__dict__, handle, indent=2)
+    print(f"trained {result.steps:,} steps in {format_duration(result.seconds)} (stopped: {result.stopped_because}), "
+          f"{format_rate(result.tokens_per_second)} tok/s")
+    print(f"best model: {args.out}/best (valid BLEU {result.best_bleu:.2f} at step {result.best_step:,})")
+    print(f"next: tablegen evaluate --model {args.out} --format FORMAT --input DEV; "
+          f"tensorboard --logdir {args.out}/logs")
     return 0
 
 
@@ -378,6 +382,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(subparsers)
     _add_generate(subparsers)
     _add_export(subparsers)
+    for name in QUIET_COMMANDS:
+        subparsers.choices[name].add_argument(
+            "-v", "--verbose", action="store_true",
+            help="show every log line (TF, Beam, absl) on the console; by default they go only to the "
+            "command's log file (prepare: OUTPUT/logs/prepare.log, train: OUT/logs/train.log, others: "
+            "MODEL/logs/COMMAND.log)")
     _add_config(subparsers)
     from serving.server import add_serve_parser
     from tfx_pipeline.cli import add_pipeline_parser
@@ -387,11 +397,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands whose console shows only our lines, warnings and errors; everything else
+# (TF C++, Beam workers, absl) goes to their log file. `pipeline run` has its own.
+QUIET_COMMANDS = ("prepare", "train", "evaluate", "generate", "export")
+
+
+def _log_file(args) -> Optional[str]:
+    """Where a quiet command keeps its full log: in the directory it writes or reads."""
+    if args.command == "prepare":
+        return os.path.join(args.output, "logs", "prepare.log")
+    if args.command == "train":
+        return os.path.join(args.out, "logs", "train.log")
+    if getattr(args, "model", None) and os.path.isdir(args.model):
+        return os.path.join(args.model, "logs", f"{args.command}.log")
+    output = getattr(args, "output", None)
+    return f"{output}.log" if output else None
+
+
+def _run_quietly(args, extra: List[str]) -> int:
+    import contextlib
+
+    from tablegen_tf import logs
+
+    log_file = _log_file(args)
+    with logs.session(args.verbose, log_file) as console, \
+            contextlib.redirect_stdout(console.out), contextlib.redirect_stderr(console.err):
+        code = args.handler(args, extra)
+    if code and log_file and not args.verbose:
+        print(f"tablegen {args.command}: full log in {log_file}", file=sys.stderr)
+    return code
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "prepare":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command in QUIET_COMMANDS:
+        return _run_quietly(args, extra)
     return args.handler(args, extra)
 
 

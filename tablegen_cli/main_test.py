@@ -17,3 +17,27 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "no valid records" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["prepare", "--format", "nope", "--input", str(bad), "--output", str(tmp_path / "o3")])
+
+
+@pytest.mark.slow
+def test_prepare_console_is_quiet_and_the_full_log_is_kept(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tablegen_tf import logs
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    source = os.path.join(root, "tests", "fixtures", "text_pairs", "train.tsv")
+    out = tmp_path / "prepared"
+    done = subprocess.run(
+        [sys.executable, "-m", "tablegen_cli.main", "prepare", "--format", "text-pairs", "--input", source,
+         "--output", str(out)] + IN_PROCESS,
+        capture_output=True, text=True, timeout=600, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})
+    assert done.returncode == 0, done.stderr
+    lines = (done.stdout + done.stderr).splitlines()
+    assert not [line for line in lines if logs.is_noise(line)], lines
+    assert any(line.startswith("read 40, written 40, rejected 0") for line in lines), lines
+    assert len(lines) <= 5, lines
+    log = (out / "logs" / "prepare.log").read_text()
+    assert "apache_beam" in log  # Beam's INFO lines went to the file, not the console

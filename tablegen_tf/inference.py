@@ -52,7 +52,7 @@ def build(inputs: Sequence[Raw], tokenizer_config: TokenizerConfig, needs_text: 
 def generate_texts_and_plans(model, featurizer, examples, decode: DecodeConfig, batch_size: int = 64,
                              progress=True) -> Tuple[List[str], Optional[List[List[int]]]]:
     """Texts in input order, and the content plans of two-stage models (else None)."""
-    from tqdm import tqdm
+    from tablegen_tf.progress import Progress, format_duration
 
     @tf.function(reduce_retracing=True)
     def run(batch):
@@ -62,12 +62,15 @@ def generate_texts_and_plans(model, featurizer, examples, decode: DecodeConfig, 
     texts: List[str] = []
     plans: List[List[int]] = []
     serialized = [example.serialize() for example in examples]
-    with tqdm(total=len(examples), disable=not progress, unit="input", desc="generate") as bar:
-        for batch in featurizer.ordered_batches(serialized, batch_size):
-            out, plan = run(batch)
-            texts.extend(t.decode("utf-8") for t in out.numpy())
-            plans.extend([int(i) for i in row if i >= 0] for row in plan.numpy())
+    bar = Progress("generate", total=len(examples), unit="input") if progress else None
+    for batch in featurizer.ordered_batches(serialized, batch_size):
+        out, plan = run(batch)
+        texts.extend(t.decode("utf-8") for t in out.numpy())
+        plans.extend([int(i) for i in row if i >= 0] for row in plan.numpy())
+        if bar is not None:
             bar.update(len(out))
+    if bar is not None:
+        bar.close(f"generated {len(texts):,} texts in {format_duration(bar.elapsed)}")
     return texts, (plans if model.has_planning_stage else None)
 
 

@@ -164,8 +164,8 @@ class _Capture:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         self.saved = {fd: os.dup(fd) for fd in (1, 2)}
-        self.console = Console(*(os.fdopen(os.dup(self.saved[fd]), "w", buffering=1, encoding="utf-8",
-                                           errors="replace") for fd in (1, 2)))
+        self.console = Console(*(_console_stream(stream, self.saved[fd])
+                                 for fd, stream in ((1, sys.stdout), (2, sys.stderr))))
         read_end, write_end = os.pipe()
         self.reader = threading.Thread(target=_pump, args=(read_end,), name="tablegen-output", daemon=True)
         self.reader.start()
@@ -173,24 +173,43 @@ class _Capture:
             os.dup2(write_end, fd)
         os.close(write_end)
         self.faulthandler_was_enabled = faulthandler.is_enabled()
-        faulthandler.enable(file=self.console.err)  # a crash dump must reach the console, not the pipe
+        faulthandler.enable(file=self.saved[2])  # a crash dump must reach the console, not the pipe
         return self.console
 
     def restore(self) -> None:
         """Original descriptors back; waits for the pipe to drain (EOF once no child holds it)."""
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
+        faulthandler.disable()
         for fd, original in self.saved.items():
             os.dup2(original, fd)
             os.close(original)
-        faulthandler.disable()
         if self.faulthandler_was_enabled:
-            faulthandler.enable(file=sys.stderr)
+            try:
+                faulthandler.enable(file=sys.stderr)
+            except (AttributeError, OSError, ValueError):  # a stderr without a descriptor (capsys)
+                faulthandler.enable(file=2)
         self.reader.join(timeout=5.0)
 
     def close(self) -> None:
-        self.console.out.close()
-        self.console.err.close()
+        for stream in (self.console.out, self.console.err):
+            if getattr(stream, _OWNED, False):
+                stream.close()
+
+
+_OWNED = "_tablegen_console"
+
+
+def _console_stream(stream, saved_fd: int):
+    """A writer to what descriptor 1/2 was. A stream without a descriptor (pytest's capsys,
+    an in-memory buffer) is kept as is: writing to it never reaches the descriptors."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stream
+    console = os.fdopen(os.dup(saved_fd), "w", buffering=1, encoding="utf-8", errors="replace")
+    setattr(console, _OWNED, True)
+    return console
 
 
 @contextlib.contextmanager

@@ -148,6 +148,15 @@ class Progress:
             parts.append(f"eta {format_eta(eta)}")
         return ", ".join(parts)
 
+    def message(self, text: str) -> None:
+        """A line of its own above the live line (TTY), or just the line (log)."""
+        if self.tty and self._drawn:
+            self._write("\r" + " " * self._drawn + "\r" + text + "\n")
+            self._drawn = 0
+            self._show(self.line())
+        else:
+            self._write(text + "\n")
+
     def close(self, summary: str = "") -> None:
         """Ends the live line (TTY) and writes `summary` if given."""
         if self._closed:

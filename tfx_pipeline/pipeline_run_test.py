@@ -54,7 +54,7 @@ def _env(workdir):
 
 def _run(workdir, config_path):
     result = subprocess.run(_command(config_path), cwd=REPO, env=_env(workdir), stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=1500)
     return result, (result.stdout + result.stderr).splitlines()
 
 
