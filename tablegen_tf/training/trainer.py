@@ -18,6 +18,8 @@ import os
 import time
 from typing import Callable, Dict, List, Optional
 
+import logging
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -26,6 +28,9 @@ from tablegen_tf.config import Config, ConfigError, OptimizerConfig, load_run_co
 from tablegen_tf.data import input_pipeline as ip
 from tablegen_tf.generation import generate_text
 from tablegen_tf.models import get_family
+from tablegen_tf.progress import Progress
+
+_log = logging.getLogger(__name__)
 
 CHECKPOINTS = "checkpoints"
 BEST = "best"
@@ -53,9 +58,17 @@ def variables_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
     tracked = {f"model.{v.path.replace('/', '.')}": v for v in model.weights}
     if len(tracked) != len(model.weights):
         raise ValueError("model variable paths are not unique; cannot checkpoint by path")
-    if optimizer is not None:
+    if optimizer is not None:  # a training checkpoint: everything a bitwise resume needs
         tracked.update({f"optimizer.{i}": v for i, v in enumerate(optimizer.variables)})
+        tracked.update({f"rng.{i}": v for i, v in enumerate(seed_states(model))})
     return tf.train.Checkpoint(**tracked, **extra)
+
+
+def seed_states(model) -> List:
+    """The dropout seed generators' states: variables, but not weights (Keras 3), so a
+    resumed run draws the same dropout masks as an uninterrupted one."""
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
 
 
 def make_optimizer(config: OptimizerConfig) -> keras.optimizers.Optimizer:
@@ -136,6 +149,7 @@ class Trainer:
         vocab = copy_vocabularies(vocab_dir(config), os.path.join(output_dir, "vocab"))
         self.config = config = config.replace(data=dataclasses.replace(config.data, vocab=vocab))
         self.output_dir = output_dir
+        self._say: Callable[[str], None] = _log.info  # train() shows these on its progress line
         self.train_config = config.train
         self.decode_config = config.decode
         self.strategy = strategy or make_strategy(self.train_config.strategy)
@@ -149,9 +163,13 @@ class Trainer:
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
             self.best_bleu = tf.Variable(-1.0, dtype=tf.float32, trainable=False, name="best_bleu")
             self.best_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="best_step")
+            # early-stopping counter and the step last validated: resumed, not recounted
+            self.since_best = tf.Variable(0, dtype=tf.int64, trainable=False, name="since_best")
+            self.validated_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="validated_step")
             self._build_variables()
         checkpoint = variables_checkpoint(
-            self.model, self.optimizer, step=self.step, best_bleu=self.best_bleu, best_step=self.best_step
+            self.model, self.optimizer, step=self.step, best_bleu=self.best_bleu, best_step=self.best_step,
+            since_best=self.since_best, validated_step=self.validated_step,
         )
         self.manager = tf.train.CheckpointManager(
             checkpoint, os.path.join(output_dir, CHECKPOINTS),
@@ -181,9 +199,9 @@ class Trainer:
 
     def restore(self, warm_start_from: Optional[str] = None) -> str:
         """Resumes from our own latest checkpoint, else warm-starts weights from another run."""
-        if self.manager.latest_checkpoint:
-            self.manager.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
-            return f"resumed from {self.manager.latest_checkpoint} at step {int(self.step.numpy())}"
+        resumed = self._restore_latest_readable()
+        if resumed:
+            return f"resumed from {resumed} at step {int(self.step.numpy()):,}"
         if warm_start_from:
             path = tf.train.latest_checkpoint(os.path.join(warm_start_from, BEST)) or tf.train.latest_checkpoint(
                 os.path.join(warm_start_from, CHECKPOINTS)
@@ -192,6 +210,18 @@ class Trainer:
                 variables_checkpoint(self.model).restore(path).expect_partial().assert_existing_objects_matched()
                 return f"warm-started weights from {path}"
         return "initialised from scratch"
+
+    def _restore_latest_readable(self) -> Optional[str]:
+        """The newest training checkpoint that restores; an unreadable one (a disk error, a
+        truncated file) is skipped with a warning naming it."""
+        for path in reversed(self.manager.checkpoints):
+            try:
+                self.manager.checkpoint.restore(path).assert_existing_objects_matched()
+                return path
+            except (tf.errors.OpError, ValueError, AssertionError) as error:
+                reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+                _log.warning("checkpoint %s is unreadable (%s); falling back to the previous one", path, reason)
+        return None
 
     def _train_step_fn(self):
         tbptt = self.train_config.tbptt
@@ -263,23 +293,25 @@ class Trainer:
     def train(self, warm_start_from: Optional[str] = None, progress: bool = True,
               reporter: Optional[Callable[[int, Optional[int], Dict[str, float]], None]] = None) -> TrainResult:
         """Trains to the budget. ``reporter(step, max_steps, {"loss", "tokens_per_second"})``
-        is called every ``train.log_every_steps`` steps (e.g. a pipeline's progress line)."""
-        from tqdm import tqdm
-
-        print(f"tablegen train: {self.restore(warm_start_from)}", flush=True)
+        is called every ``train.log_every_steps`` steps (e.g. a pipeline's progress line);
+        without one, ``progress`` shows a tablegen_tf.progress line on stdout."""
         cfg = self.train_config
         max_steps = cfg.max_steps or None
+        bar = Progress("train", total=max_steps) if reporter is None and progress else None
+        reporter = bar.report if bar is not None else reporter
+        self._say = bar.message if bar is not None else _log.info
+        self._say(f"tablegen train: {self.restore(warm_start_from)}")
         max_seconds = cfg.max_minutes * 60 or None
         eval_every, save_every = cfg.eval_every_steps, cfg.checkpoint_every_steps
         patience, log_every = cfg.early_stopping_patience, cfg.log_every_steps
         valid = self.config.data.valid
         references = read_references(self.featurizer, valid) if valid else None
 
-        dataset = self.dataset(self.config.data.train, training=True).repeat()
+        # The seeded input order continues where the checkpoint left it (a bitwise resume).
+        dataset = self.dataset(self.config.data.train, training=True).repeat().skip(int(self.step.numpy()))
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
         train_step = self._train_step_fn()
-        start, tokens_seen, since_best, stopped = time.time(), 0, 0, "budget"
-        bar = tqdm(total=max_steps, initial=int(self.step.numpy()), disable=not progress, unit="step", dynamic_ncols=True)
+        start, tokens_seen, stopped = time.time(), 0, "budget"
         window_start, window_tokens = time.time(), 0
         while True:
             step = int(self.step.numpy())
@@ -297,7 +329,6 @@ class Trainer:
             if step % log_every == 0:
                 elapsed = time.time() - window_start
                 rate = window_tokens / max(elapsed, 1e-9)
-                bar.set_postfix(loss=f"{float(loss):.3f}", tok_s=f"{rate:.0f}")
                 if reporter is not None:
                     reporter(step, max_steps, {"loss": float(loss), "tokens_per_second": rate})
                 with self.writers["train"].as_default(step=step):
@@ -306,30 +337,36 @@ class Trainer:
                     tf.summary.scalar("learning_rate", self._learning_rate())
                     tf.summary.scalar("tokens_per_second", rate)
                 window_start, window_tokens = time.time(), 0
-            bar.update(1)
-            if step % save_every == 0:
-                self.manager.save(checkpoint_number=step)
+            # Validate before saving: a checkpoint at a validation step holds its outcome
+            # (best, patience, decayed learning rate), so a kill in between repeats both.
             if references is not None and step % eval_every == 0:
-                improved = self._evaluate_and_keep_best(references, step)
-                since_best = 0 if improved else since_best + 1
-                if patience and since_best >= patience:
+                self._validate_step(references, step)
+                if patience and int(self.since_best.numpy()) >= patience:
                     stopped = "early_stopping"
                     break
-        bar.close()
+            if step % save_every == 0:
+                self.manager.save(checkpoint_number=step)
         step = int(self.step.numpy())
-        self.manager.save(checkpoint_number=step)
-        if references is not None and (step % eval_every != 0 or self.best_manager.latest_checkpoint is None):
-            self._evaluate_and_keep_best(references, step)
+        if references is not None and int(self.validated_step.numpy()) != step:
+            self._validate_step(references, step)
         elif references is None:
             self.best_manager.save(checkpoint_number=step)
+        self.manager.save(checkpoint_number=step)
         seconds = time.time() - start
         for writer in self.writers.values():
             writer.flush()
+        if bar is not None:
+            bar.close()
         return TrainResult(
             steps=step, best_bleu=float(self.best_bleu.numpy()), best_step=int(self.best_step.numpy()),
             stopped_because=stopped, seconds=round(seconds, 1),
             tokens_per_second=round(tokens_seen / max(seconds, 1e-9), 1),
         )
+
+    def _validate_step(self, references, step: int) -> None:
+        improved = self._evaluate_and_keep_best(references, step)
+        self.since_best.assign(0 if improved else self.since_best + 1)
+        self.validated_step.assign(step)
 
     def _decay_learning_rate(self) -> None:
         """OpenNMT-style decay on plateau: no BLEU gain at an evaluation -> lr *= factor."""
@@ -364,11 +401,9 @@ class Trainer:
             self.best_manager.save(checkpoint_number=step)
         else:
             self._decay_learning_rate()
-        print(
-            f"\nstep {step}: valid BLEU {scores['bleu']:.2f} (best {float(self.best_bleu.numpy()):.2f} "
-            f"at {int(self.best_step.numpy())}), loss {scores['loss']:.3f}",
-            flush=True,
-        )
+        self._say(
+            f"step {step:,}: valid BLEU {scores['bleu']:.2f} (best {float(self.best_bleu.numpy()):.2f} "
+            f"at {int(self.best_step.numpy()):,}), loss {scores['loss']:.3f}")
         return improved
 
 
