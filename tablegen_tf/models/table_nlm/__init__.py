@@ -1,0 +1,5 @@
+"""Table NLM (Lebret, Grangier, Auli 2016) and its Kneser-Ney baselines (``kn``)."""
+
+from tablegen_tf.models.table_nlm.model import TableNLM, TableNLMConfig
+
+__all__ = ["TableNLM", "TableNLMConfig"]
