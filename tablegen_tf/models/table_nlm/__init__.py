@@ -3,3 +3,4 @@
 from tablegen_tf.models.table_nlm.model import TableNLM, TableNLMConfig
 
 __all__ = ["TableNLM", "TableNLMConfig"]
+from tablegen_tf.models.table_nlm import kn  # noqa: E402,F401  (registers kn and template-kn)
