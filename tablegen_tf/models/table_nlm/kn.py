@@ -156,6 +156,15 @@ class Distributions:
         return result
 
 
+class _Unpickler(pickle.Unpickler):
+    """LMs fitted by ``python -m`` of this module pickle its classes under ``__main__``."""
+
+    def find_class(self, module, name):
+        if module == "__main__" and name in ("IndexedKneserNey", "IndexedKneserNeyInterpolated"):
+            return globals()[name]
+        return super().find_class(module, name)
+
+
 def descriptor(field: str, pos_start: int) -> str:
     return f"{field}_{pos_start}"
 
@@ -200,7 +209,7 @@ class KNModel(GenerationModel):
             raise FileNotFoundError(f"model.lm_path {config.model.lm_path!r}: no fitted LM; fit it with "
                                     f"`python -m tablegen_tf.models.table_nlm.kn` (it writes the run directory)")
         with open(config.model.lm_path, "rb") as handle:
-            lm = pickle.load(handle)
+            lm = _Unpickler(handle).load()
         vocabs = Vocabularies.load(config.data.vocab or os.path.join(config.data.train, "vocab"), config.data.max_words)
         return cls(vocabs.tokens["words"], vocabs.tokens["fields"], lm, order=config.model.order,
                    **dict(family.fixed), name=family.name.replace("-", "_"))
