@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+ROOT = os.path.dirname(HERE)
 DEV = os.path.join(ROOT, "tests", "fixtures", "e2e", "devset.csv")
 IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TINY = ["--set", "model.order=4", "--set", "model.word_dim=8", "--set", "model.global_dim=8",
