@@ -292,6 +292,11 @@ class KNModel(GenerationModel):
         return tf.reshape(nll, []), tf.reshape(count, [])
 
     def compute_loss_from_batch(self, batch, training=False):
+        if training:
+            from tablegen_tf.config import ConfigError
+
+            raise ConfigError(f"model {self.name!r} is fitted by counting, not trained by gradient: "
+                              "python -m tablegen_tf.models.table_nlm.kn --config CORPUS,table_nlm/kn --data DIR --out RUN")
         nll, count = self.token_nll(batch)
         return nll / tf.maximum(count, 1.0)
 
