@@ -38,7 +38,8 @@ def measure(name, config_files, data, steps, tables, run_dir=None):
     result = {"model": name}
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(config, out)
-        iterator = iter(trainer.dataset(config.data.train, training=True).repeat())
+        dataset = trainer.dataset(config.data.train, training=True).repeat()
+        iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
         step = trainer._train_step_fn()
         for _ in range(5):
             step(iterator)
