@@ -4,7 +4,8 @@
 * ``template-kn``: the same over templated text, in which every target word that occurs in
   the table is replaced by its field descriptor ``<field>_<p+>`` (first occurrence), e.g.
   ``name_1 name_2 is a food_1 restaurant``. At decoding only vocabulary words and the
-  descriptors of this table may be emitted; descriptor ``f_p`` is the copy action of the
+  descriptors of this table may be emitted (a descriptor unseen in training gets the LM's
+  unknown-word probability); descriptor ``f_p`` is the copy action of the
   record (f, p+), which the featurizer resolves to the table's word.
 
 Estimation and smoothing are NLTK's (``nltk.lm.KneserNeyInterpolated``). Two things are
@@ -45,7 +46,7 @@ from nltk.lm.models import InterpolatedLanguageModel
 from nltk.lm.preprocessing import padded_everygram_pipeline
 from nltk.lm.smoothing import KneserNey
 
-from tablegen_tf.constants import BOS_ID, PAD_ID
+from tablegen_tf.constants import BOS_ID, PAD_ID, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.models.base import GenerationModel
 from tablegen_tf.models.registry import register_model
@@ -243,10 +244,9 @@ class KNModel(GenerationModel):
             seen = set()
             for r, d in enumerate(descriptors):
                 d = d.decode()
-                column = self.descriptor_column.get(d)
-                if d and d not in seen and column is not None:
+                if d and d not in seen:  # a descriptor the LM never saw is scored as its unknown word
                     seen.add(d)
-                    out[self.vocab_size + r] = probs[column]
+                    out[self.vocab_size + r] = probs[self.descriptor_column.get(d, UNK_ID)]
         with np.errstate(divide="ignore"):
             return np.log(out / out.sum()).astype(np.float32)
 
