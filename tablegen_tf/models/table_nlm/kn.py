@@ -277,11 +277,17 @@ class KNModel(GenerationModel):
         total = 0.0
         for row in range(targets.shape[0]):
             window = [BOS_ID] * (self.order - 1)
+            first = {}  # records sharing a descriptor (e.g. a repeated WebNLG predicate): its first record
+            for r, d in enumerate(descriptors[row]):
+                first.setdefault(d, r)
             for t in range(targets.shape[1]):
                 if not mask[row, t]:
                     break
                 log_probs = self._row_log_probs(window, descriptors[row])
-                total -= max(float(log_probs[targets[row, t]]), -50.0)  # a token outside the domain: e^-50
+                target = int(targets[row, t])
+                if target >= self.vocab_size:
+                    target = self.vocab_size + first[descriptors[row][target - self.vocab_size]]
+                total -= max(float(log_probs[target]), -50.0)  # a token outside the domain: e^-50
                 window = window[1:] + [int(targets[row, t])]
         return np.float32(total), np.float32(mask.sum())
 
