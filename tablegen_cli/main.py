@@ -235,7 +235,8 @@ def _add_evaluate(subparsers) -> None:
             "BLEU-4 is sacrebleu's on detokenized text with all references (E2E setting: "
             "lowercased, 13a tokenization); NIST-4 (nltk); ROUGE-4 / ROUGE-L (rouge-score, best "
             "reference); fact metrics: precision of stated numbers/names against the table and the "
-            "hallucination rate; content-plan precision/recall/order for corpora with plans."
+            "hallucination rate; content-plan precision/recall/order for corpora with plans; per-token "
+            "perplexity over every reference for model families that report it (reports_perplexity)."
         ),
     )
     _add_inference_arguments(parser)
@@ -289,6 +290,7 @@ def _local_generation(args, needs_text: bool):
         ("beam_size", args.beam_size), ("max_length", args.max_length)) if v})
     texts, plans = inference.generate_texts_and_plans(
         trained.model, trained.featurizer, examples, decode, args.batch_size)
+    args.trained = trained  # evaluate scores the model's perplexity too
     return examples, texts, plans, len(raws) + len(rejected)
 
 
@@ -319,7 +321,9 @@ def _run_evaluate(args, _extra) -> int:
         print("tablegen evaluate: error: no input with a reference text to score against "
               "(evaluate needs references; `tablegen generate` does not)", file=sys.stderr)
         return 1
-    print(json.dumps(inference.evaluate(examples, texts, plans), indent=2))
+    scores = inference.evaluate(examples, texts, plans, model=args.trained.model,
+                                featurizer=args.trained.featurizer, batch_size=args.batch_size)
+    print(json.dumps(scores, indent=2))
     return _report_shortfall("evaluate", len(texts), read)
 
 

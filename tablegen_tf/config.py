@@ -202,9 +202,13 @@ def available_configs() -> List[str]:
 
 
 def config_path(corpus_or_path: str) -> str:
-    """A corpus name (``e2e``) or a path to a YAML file."""
+    """A corpus name (``e2e``), a path to a YAML file, or a file under CONFIG_DIR (``table_nlm/nlm``)."""
     if corpus_or_path.endswith((".yaml", ".yml")) or os.path.sep in corpus_or_path:
-        return corpus_or_path
+        if os.path.exists(corpus_or_path):
+            return corpus_or_path
+        bundled = os.path.join(CONFIG_DIR, corpus_or_path)
+        bundled = bundled if bundled.endswith((".yaml", ".yml")) else f"{bundled}.yaml"
+        return bundled if os.path.exists(bundled) else corpus_or_path
     return os.path.join(CONFIG_DIR, f"{corpus_or_path}.yaml")
 
 
@@ -244,10 +248,11 @@ def build_config(values: Mapping[str, Any]) -> Config:
 
 
 def load_config(corpus_or_path: Optional[str] = None, overrides: Union[Mapping, Iterable[str], None] = None) -> Config:
-    """Code defaults <- a corpus config (name or YAML path) <- overrides (dict or key=value list)."""
+    """Code defaults <- a corpus config (name or YAML path; several comma-separated merge in
+    order, e.g. ``e2e,table_nlm/nlm``) <- overrides (dict or key=value list)."""
     values: Dict[str, Any] = {}
-    if corpus_or_path:
-        values = read_yaml(config_path(corpus_or_path))
+    for part in filter(None, (p.strip() for p in (corpus_or_path or "").split(","))):
+        values = deep_merge(values, read_yaml(config_path(part)))
     if overrides:
         if not isinstance(overrides, Mapping):
             overrides = parse_overrides(overrides)

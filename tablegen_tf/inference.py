@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -74,9 +75,31 @@ def generate_texts_and_plans(model, featurizer, examples, decode: DecodeConfig, 
     return texts, (plans if model.has_planning_stage else None)
 
 
-def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[List[int]]] = None) -> Dict[str, float]:
+def perplexity(model, featurizer, examples: Sequence, batch_size: int = 64) -> Dict[str, float]:
+    """Per-token perplexity over every reference of ``examples``, for families declaring
+    ``reports_perplexity`` (``token_nll``); {} for the others. The family's ``token_nll``
+    docstring says which tokens are scored (e.g. </s>, copy actions)."""
+    if not model.reports_perplexity:
+        return {}
+    parser = featurizer.parser(dataclasses.replace(featurizer.input_config(False), max_target_length=0))
+    serialized = tf.constant([example.serialize() for example in examples], tf.string)
+    dataset = tf.data.Dataset.from_tensor_slices(serialized).flat_map(parser.per_reference)
+    from tablegen_tf.data.input_pipeline import padding_values
+
+    dataset = dataset.padded_batch(batch_size, padding_values=padding_values(dataset.element_spec))
+    token_nll = tf.function(model.token_nll, reduce_retracing=True)
+    total, count = 0.0, 0.0
+    for batch in dataset:
+        nll, tokens = token_nll(batch)
+        total, count = total + float(nll), count + float(tokens)
+    mean = total / max(count, 1.0)
+    return {"perplexity": math.exp(min(mean, 50.0)), "nll_per_token": mean, "perplexity_tokens": int(count)}
+
+
+def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[List[int]]] = None,
+             model=None, featurizer=None, batch_size: int = 64) -> Dict[str, float]:
     """Corpus scores against every reference; fact metrics for tables; plan metrics for
-    two-stage models on corpora with gold plans."""
+    two-stage models on corpora with gold plans; perplexity when ``model`` reports it."""
     from tablegen_tf.metrics import corpus_scores, fact_scores, plan_scores
     from tablegen_tf.tokenizer import tokenize_batch
 
@@ -90,5 +113,7 @@ def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[
         scores.update(fact_scores(hypothesis_tokens, [e.values for e in examples], [e.fields for e in examples]))
     if plans is not None and any(e.content_plan for e in examples):
         scores.update(plan_scores(list(plans), [e.content_plan for e in examples]))
+    if model is not None:
+        scores.update(perplexity(model, featurizer, examples, batch_size))
     scores["inputs"] = len(examples)
     return scores

@@ -72,8 +72,10 @@ def seed_states(model) -> List:
 
 
 def make_optimizer(config: OptimizerConfig) -> keras.optimizers.Optimizer:
+    if config.name == "sgd":  # plain SGD (e.g. Lebret et al. 2016)
+        return keras.optimizers.SGD(learning_rate=config.learning_rate, global_clipnorm=config.clipnorm)
     if config.name != "adam":
-        raise ConfigError(f"train.optimizer.name: unknown optimizer {config.name!r}: only adam is supported")
+        raise ConfigError(f"train.optimizer.name: unknown optimizer {config.name!r}: adam or sgd")
     # global_clipnorm clips the aggregated gradient, the same under any strategy.
     return keras.optimizers.Adam(learning_rate=config.learning_rate, global_clipnorm=config.clipnorm)
 
