@@ -22,7 +22,8 @@ from tablegen_tf import schema
 
 def reference_orders(data_dir, limit):
     spec = {schema.RECORD_FIELD: tf.io.VarLenFeature(tf.string),
-            schema.CONTENT_PLAN: tf.io.VarLenFeature(tf.int64)}
+            schema.CONTENT_PLAN: tf.io.VarLenFeature(tf.int64),
+            schema.COPY_INDICES: tf.io.VarLenFeature(tf.int64)}
     files = sorted(glob.glob(os.path.join(data_dir, "examples-*.tfrecord*")))
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP").take(limit)
     orders = collections.Counter()
@@ -31,6 +32,8 @@ def reference_orders(data_dir, limit):
         parsed = tf.io.parse_single_example(serialized, spec)
         fields = [f.decode() for f in tf.sparse.to_dense(parsed[schema.RECORD_FIELD]).numpy()]
         plan = tf.sparse.to_dense(parsed[schema.CONTENT_PLAN]).numpy()
+        if not len(plan):  # no plan stored: the alignment (records realised by each target token, in order)
+            plan = tf.sparse.to_dense(parsed[schema.COPY_INDICES]).numpy()
         order = []
         for index in plan:
             if 0 <= index < len(fields) and (not order or order[-1] != fields[index]):
