@@ -71,7 +71,6 @@ def test_gate_is_bounded_between_half_and_seven_tenths():
         h, f, y = (tf.random.normal([50, n]) for n in (3, 2, 2))
         z = gate.gate(h, f, gate.word_part(y)).numpy()
         assert np.all(z >= 0.5) and np.all(z <= 0.7)
-    assert np.all(z.min() == 0.5) or np.all(z.max() == 0.7) or True
     # the saturated ends are reached
     gate.h_kernel.assign(tf.fill([3, 1], 1e3))
     np.testing.assert_allclose(gate.gate(tf.ones([1, 3]), tf.zeros([1, 2]), tf.zeros([1])), [0.7])
@@ -107,10 +106,10 @@ def test_bad_ablation_values_are_config_errors():
         _model(attention="link", field_feedback="content_attention")
 
 
-@pytest.mark.parametrize("overrides", [{}, {"copy": False}, {"attention": "link"},
+@pytest.mark.parametrize("overrides", [{}, {"attention": "link", "copy": False},
                                        {"attention": "content", "field_feedback": "content_attention"},
                                        {"fixed_gate": 0.4, "field_feedback": "decoder_input"}],
-                         ids=["full", "nocopy", "link", "t4-content", "fixed-gate"])
+                         ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder"])
 def test_step_fn_agrees_with_training_loss_and_loss_decreases(overrides):
     model, batch = _model(**overrides), random_batch()
     predictions = model(batch)
@@ -126,7 +125,7 @@ def test_step_fn_agrees_with_training_loss_and_loss_decreases(overrides):
         if model.copy:  # an OOV label that is in the table is its copy slot V + first token
             first = tf.argmax(tf.cast(batch["copy_mask"][:, t] > 0, tf.int32), -1, output_type=tf.int32)
             gold = tf.where(oov_copy[:, t], tf.gather(log_probs, V + first, batch_dims=1), gold)
-        check = batch["target_mask"][:, t] & (oov_copy[:, t] | ~oov_copy[:, t] if model.copy else ~oov_copy[:, t])
+        check = batch["target_mask"][:, t] & (True if model.copy else ~oov_copy[:, t])
         np.testing.assert_allclose(tf.boolean_mask(-gold, check), tf.boolean_mask(nll[:, t], check),
                                    rtol=1e-4, atol=1e-5)
     train_step = make_train_step(model, keras.optimizers.Adam(0.02))
