@@ -213,7 +213,8 @@ def config_path(corpus_or_path: str) -> str:
 
 
 def parse_overrides(items: Iterable[str]) -> Dict[str, Any]:
-    """["model.hidden_size=128", "train.tbptt={t1: 50, t2: 100}"] -> nested dict (YAML values)."""
+    """["model.hidden_size=128", "train.tbptt={t1: 50, t2: 100}", "model=@file.yaml"] -> nested dict
+    (YAML values; ``@path`` reads the value from a YAML file)."""
     result: Dict[str, Any] = {}
     for item in items:
         dotted, sep, raw = item.partition("=")
@@ -223,7 +224,11 @@ def parse_overrides(items: Iterable[str]) -> Dict[str, Any]:
         node = result
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = yaml.safe_load(raw)
+        raw = raw.strip()
+        if raw.startswith("@"):  # key=@file.yaml: the file's YAML is the value (e.g. an ablation's model section)
+            node[leaf] = read_yaml(raw[1:])
+        else:
+            node[leaf] = yaml.safe_load(raw)
     return result
 
 

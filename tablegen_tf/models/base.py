@@ -21,7 +21,7 @@ and declares (class attributes, never probed with hasattr):
   ``planned(memory)`` returns it ([B, P] source indices, -1 padded) for evaluation;
 * ``supports_tbptt``: ``tbptt_loss_and_gradients(batch, t1, t2, training)`` exists.
 
-Optional hooks with neutral defaults: ``attention_images`` (TensorBoard),
+Optional hooks with neutral defaults: ``attention_images`` and ``summary_images`` (TensorBoard),
 ``serving_signatures`` (extra SavedModel signatures of the family) and
 ``token_nll`` (summed NLL and token count of a batch, for perplexity; declared by
 ``reports_perplexity``).
@@ -82,6 +82,12 @@ class GenerationModel(keras.Model):
     def attention_images(self, batch, count: int) -> Optional[tf.Tensor]:
         """[count, T, S, 1] images in [0, 1] of what the model attends to, or None."""
         return None
+
+    def summary_images(self, batch, count: int, vocabs=None) -> Dict[str, tf.Tensor]:
+        """Named [n, H, W, C] images in [0, 1] (or uint8) for TensorBoard; ``vocabs`` (the
+        run's vocabularies) lets a family label them.  Default: ``attention_images``."""
+        images = self.attention_images(batch, count)
+        return {} if images is None else {"copy_attention": images}
 
     def serving_signatures(self, module) -> Dict[str, Callable]:
         """Extra tf.functions (name -> function with an input_signature) to export."""

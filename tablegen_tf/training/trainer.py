@@ -379,11 +379,10 @@ class Trainer:
     def _log_attention(self, step: int, tables: int = 3) -> None:
         """Copy-attention heatmaps (target steps x records) for a few validation tables."""
         batch = next(iter(self.dataset(self.config.data.valid, training=False).take(1)))
-        images = self.model.attention_images(batch, tables)
-        if images is None:
-            return
+        images = self.model.summary_images(batch, tables, self.vocabs)
         with self.writers["valid"].as_default(step=step):
-            tf.summary.image("copy_attention", images, max_outputs=tables)
+            for name, image in images.items():
+                tf.summary.image(name, image, max_outputs=tables)
 
     def _learning_rate(self) -> float:
         lr = self.optimizer.learning_rate

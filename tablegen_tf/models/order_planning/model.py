@@ -1,0 +1,375 @@
+"""Order-planning table-to-text generation (Sha et al., AAAI 2018).
+
+* encoder: an LSTM over the table's content words, input x_i = [f_i; c_i] (eq. 1-4); the
+  field and content-word embeddings are separate tables (a field "name" and a word
+  "name" are different tokens);
+* dispatcher: content-based attention with field information (eq. 5-7), link-based
+  attention over the trainable field link matrix L (eq. 8-9), mixed by a self-adaptive
+  gate (eq. 10-11);
+* decoder: a_t = sum_i alpha^hybrid_{t,i} h_i (eq. 12), x_t = tanh(W_d [a_t; y_{t-1}] + b_d)
+  (eq. 13), an LSTM, s^LSTM = W_s h'_t + b_s (eq. 14);
+* copy: s_{t,i} = sigmoid(h_i^T W_c) h'_t (eq. 15), summed over equal content words
+  (eq. 16), added to s^LSTM and normalised over V u C (eq. 17-18); NLL + l2 (eq. 19).
+
+Ablations by config (``model.attention``, ``model.copy``, ``model.field_feedback``,
+``model.fixed_gate``): Table 3, Table 4 and Figure 3 of the paper; a model builds only
+the layers its configuration names.
+
+Decoding contract (tablegen_tf/data/CONTRACT.md): log-probabilities over V + C where
+V + i means "copy table token i".  Copy scores of in-vocabulary content words are folded
+into the word's vocabulary logit (eq. 16-17); an out-of-vocabulary content word gets one
+slot V + i at its first occurrence i, whose logit sums the scores of every token with
+the same text (eq. 16).  Training and step-wise decoding share one cell.
+
+Reused from ``tablegen_tf.layers``: ``lstm_gates`` and the unit forget bias of the LSTM
+decoder, ``scatter_rows`` (segment-sum folding of copy scores) and ``masked_mean`` of
+joint copy.  Not reused: the fused input-feeding loop (``fused_loop``: its cell is Luong
+attention, not this dispatcher) and TBPTT (its carried state is (h~, h, c) of hidden
+size; this decoder also carries alpha_{t-1} over the table; E2E/WebNLG/WikiBio targets
+are short enough for full BPTT).  Instead, everything that does not depend on the
+recurrence is taken out of the time loop: the content attention of all steps (it only
+reads y_{t-1}), the link sub-matrix of each table, the y_{t-1} blocks of eq. 10 and 13,
+the output projection and the copy scores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar, Optional
+
+import keras
+import tensorflow as tf
+
+from tablegen_tf.config import ConfigError
+from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, UNK_ID
+from tablegen_tf.data.table_featurizer import TableFeaturizer
+from tablegen_tf.layers.joint_copy import masked_mean, scatter_rows
+from tablegen_tf.models.base import GenerationModel
+from tablegen_tf.models.order_planning.layers import (
+    ContentAttention, CopyScores, DecoderCell, HybridGate, LinkAttention)
+from tablegen_tf.models.registry import register_model
+
+ATTENTIONS = ("hybrid", "content", "link")
+FIELD_FEEDBACK = ("none", "content_attention", "decoder_input")
+
+
+@dataclasses.dataclass
+class OrderPlanningConfig:
+    """The ``model:`` section of order-planning (its only defaults: the paper's)."""
+
+    KIND: ClassVar[str] = "order-planning"  # corpus files tune it under `models: {order-planning: ...}`
+    name: str = "order-planning"
+    word_dim: int = 400  # content/target word embeddings (paper: 400)
+    field_dim: int = 400  # field embeddings (paper: 400)
+    hidden_size: int = 500  # encoder and decoder LSTMs (paper: 500)
+    attention: str = "hybrid"  # Table 3: hybrid | content | link
+    copy: bool = True  # Table 3: eq. 15-18 on/off
+    # Table 4: feed the last step's attention-weighted field embedding to eq. 5-6
+    # ("content_attention") or to eq. 13 ("decoder_input"); "none" = the paper's model.
+    field_feedback: str = "none"
+    fixed_gate: Optional[float] = None  # Figure 3: z fixed in [0, 1] (hybrid only); None = self-adaptive
+    l2: float = 1e-6  # eq. 19's l2 penalty (the paper gives no value): l2 * sum of squared weights
+    dropout: float = 0.0  # the paper uses none; on embeddings and h'_t when set
+
+
+@register_model("order-planning", config=OrderPlanningConfig, featurizer=TableFeaturizer,
+                description="link + content hybrid attention with copy (Sha et al. 2018)")
+@keras.saving.register_keras_serializable(package="tablegen")
+class OrderPlanning(GenerationModel):
+    """Table LSTM encoder -> hybrid content/link attention dispatcher -> LSTM decoder + copy."""
+
+    def __init__(self, word_vocab_size, field_vocab_size, word_dim=400, field_dim=400, hidden_size=500,
+                 attention="hybrid", copy=True, field_feedback="none", fixed_gate=None, l2=1e-6,
+                 dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        _check(attention, copy, field_feedback, fixed_gate)
+        self.word_vocab_size = word_vocab_size
+        self.field_vocab_size = field_vocab_size
+        self.word_dim = word_dim
+        self.field_dim = field_dim
+        self.hidden_size = hidden_size
+        self.attention = attention
+        self.copy = copy
+        self.field_feedback = field_feedback
+        self.fixed_gate = fixed_gate
+        self.l2 = l2
+        self.dropout = dropout
+        self.uses_content = attention in ("hybrid", "content")
+        self.uses_link = attention in ("hybrid", "link")
+        # === Layers (only those the configuration names) ===
+        self.word_embedding = keras.layers.Embedding(word_vocab_size, word_dim, name="word_embedding")
+        self.field_embedding = keras.layers.Embedding(field_vocab_size, field_dim, name="field_embedding")
+        self.encoder = keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True,
+                                         name="table_encoder")  # eq. 1-4
+        query_dim = word_dim + (field_dim if field_feedback == "content_attention" else 0)
+        self.content_attention = (ContentAttention(query_dim, name="content_attention")
+                                  if self.uses_content else None)  # eq. 5-7
+        self.link_attention = LinkAttention(field_vocab_size, name="link_attention") if self.uses_link else None
+        self.hybrid_gate = (HybridGate(fixed_gate, name="hybrid_gate")
+                            if attention == "hybrid" else None)  # eq. 10-11
+        self.decoder_cell = DecoderCell(hidden_size, field_input=field_feedback == "decoder_input",
+                                        name="decoder")  # eq. 13 + LSTM
+        self.output_projection = keras.layers.Dense(word_vocab_size, name="output_projection")  # eq. 14
+        self.copy_scores = CopyScores(hidden_size, name="copy_scores") if copy else None  # eq. 15
+        self.embedding_dropout = keras.layers.Dropout(dropout)
+        self.build()
+
+    @classmethod
+    def from_config_sections(cls, family, config, vocab_sizes):
+        values = {k: v for k, v in dataclasses.asdict(config.model).items() if k != "name"}
+        return cls(word_vocab_size=vocab_sizes["words"], field_vocab_size=vocab_sizes["fields"], **values,
+                   name=family.name.replace("-", "_"))
+
+    def build(self, input_shape=None):
+        h, e, f = self.hidden_size, self.word_dim, self.field_dim
+        self.word_embedding.build(None)
+        self.field_embedding.build(None)
+        self.encoder.build((None, None, f + e))
+        if self.content_attention is not None:
+            self.content_attention.build((None, None, f), (None, None, h))
+        if self.link_attention is not None:
+            self.link_attention.build()
+        if self.hybrid_gate is not None:
+            self.hybrid_gate.build((None, h), (None, f), (None, e))
+        self.decoder_cell.build((None, h), (None, e), (None, f))
+        self.output_projection.build((None, h))
+        if self.copy_scores is not None:
+            self.copy_scores.build((None, None, h))
+        self.built = True
+
+    # === Encoding ===
+
+    def encode(self, batch, training=False, **unused):
+        """The table memory and everything the decoder needs per table (leading dim B)."""
+        mask = tf.convert_to_tensor(batch["record_mask"])
+        field_ids = tf.convert_to_tensor(batch["record_field"])
+        values = tf.convert_to_tensor(batch["record_value"])
+        fields = self.field_embedding(field_ids)  # f_i
+        words = self.embedding_dropout(self.word_embedding(values), training=training)  # c_i
+        states, h_last, c_last = self.encoder(tf.concat([fields, words], -1), mask=mask,
+                                              training=training)  # eq. 1-4, x_i = [f_i; c_i]
+        states = states * tf.cast(mask, states.dtype)[..., None]
+        memory = {"memory": states, "memory_mask": mask, "fields": fields, "record_value": values,
+                  "initial_h": h_last, "initial_c": c_last}
+        if self.content_attention is not None:
+            memory["field_keys"], memory["content_keys"] = self.content_attention.keys(fields, states)
+        if self.link_attention is not None:
+            memory["links"] = self.link_attention.table_links(field_ids)
+        if self.copy_scores is not None:
+            memory["copy_keys"] = self.copy_scores.keys(states)
+            memory["oov_same"], memory["oov_first"] = _oov_types(values, batch["record_value_text"], mask)
+        return memory
+
+    def initial_decoding_state(self, memory):
+        """(h'_0, c'_0, alpha_0).  The paper leaves both open: the decoder starts from the
+        encoder's last state, and alpha_0 (read by eq. 8 at t = 1) is uniform over the table."""
+        mask = tf.cast(memory["memory_mask"], tf.float32)
+        alpha0 = mask / tf.maximum(tf.reduce_sum(mask, -1, keepdims=True), 1.0)
+        return (memory["initial_h"], memory["initial_c"], alpha0)
+
+    # === The decoder step shared by training and decoding ===
+
+    def _cell(self, memory, word_part, gate_part, query, alpha_content, state):
+        """One step.  word_part [B,H] (eq. 13's y block), gate_part [B] (eq. 10's y block),
+        query [B,Q] of eq. 5-6 (None when alpha_content [B,C] was computed for all steps).
+        -> (h'_t, new state, trace dict)."""
+        h, c, previous = state
+        mask = memory["memory_mask"]
+        fields = memory["fields"]
+        field_summary = None
+        if self.field_feedback != "none":  # Table 4: the last step's weighted field embedding
+            field_summary = tf.einsum("bc,bcf->bf", previous, fields)
+        alpha_link = gate = None
+        if self.link_attention is not None:
+            alpha_link = self.link_attention(previous, memory["links"], mask)  # eq. 8-9
+        if self.content_attention is not None and alpha_content is None:
+            if self.field_feedback == "content_attention":
+                query = tf.concat([query, field_summary], -1)
+            alpha_content = self.content_attention(query, (memory["field_keys"], memory["content_keys"]), mask)
+        if self.attention == "hybrid":
+            link_fields = tf.einsum("bc,bcf->bf", alpha_link, fields)  # e^(f)_t
+            gate = self.hybrid_gate.gate(h, link_fields, gate_part)  # eq. 10 (z~_t)
+            alpha = self.hybrid_gate(gate, alpha_content, alpha_link)  # eq. 11
+        elif self.attention == "content":
+            alpha = alpha_content
+        else:
+            alpha = alpha_link
+        attention_vector = tf.einsum("bc,bch->bh", alpha, memory["memory"])  # eq. 12
+        h, c = self.decoder_cell(attention_vector, word_part, (h, c),
+                                 field_summary if self.field_feedback == "decoder_input" else None)  # eq. 13
+        trace = {"alpha": alpha}
+        if gate is not None:
+            trace["gate"] = gate
+        if alpha_content is not None:
+            trace["content"] = alpha_content
+        if alpha_link is not None:
+            trace["link"] = alpha_link
+        return h, (h, c, alpha), trace
+
+    def _step_inputs(self, words):
+        """Parts of eq. 5-6, 10 and 13 that read y_{t-1} only (any leading dims)."""
+        word_part = self.decoder_cell.word_part(words)
+        gate_part = (self.hybrid_gate.word_part(words) if self.hybrid_gate is not None and self.fixed_gate is None
+                     else tf.zeros(tf.shape(words)[:-1]))
+        return word_part, gate_part
+
+    def decode_sequence(self, memory, target_in, state, training=False, trace=False):
+        """Teacher forcing -> ({"states": h' [B,T,H], "alpha"/"gate"/...: [B,T,(C)]}, final state)."""
+        words = self.embedding_dropout(self.word_embedding(target_in), training=training)  # y_{t-1}
+        word_part, gate_part = self._step_inputs(words)
+        alpha_content = None
+        if self.content_attention is not None and self.field_feedback != "content_attention":
+            # eq. 5-7 read only y_{t-1}: all steps at once, outside the loop
+            alpha_content = self.content_attention(words, (memory["field_keys"], memory["content_keys"]),
+                                                   memory["memory_mask"])
+        time_major = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))  # noqa: E731
+        inputs = {"word_part": time_major(word_part), "gate_part": time_major(gate_part),
+                  "words": time_major(words)}
+        if alpha_content is not None:
+            inputs["content"] = time_major(alpha_content)
+        steps = tf.shape(target_in)[1]
+        names = ["states", "alpha"] + (["gate", "content", "link"] if trace else [])
+        arrays = {n: tf.TensorArray(tf.float32, size=steps) for n in names}
+
+        def body(t, state, arrays):
+            h, state, traced = self._cell(memory, inputs["word_part"][t], inputs["gate_part"][t],
+                                          inputs["words"][t], inputs["content"][t] if "content" in inputs else None,
+                                          state)
+            traced["states"] = h
+            arrays = {n: a.write(t, traced.get(n, tf.zeros_like(traced["alpha"]) if n != "gate"
+                                               else tf.zeros_like(traced["alpha"][:, 0])))
+                      for n, a in arrays.items()}
+            return t + 1, state, arrays
+
+        _, state, arrays = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), tuple(state), arrays),
+                                         maximum_iterations=steps)
+        outputs = {n: time_major(a.stack()) for n, a in arrays.items()}
+        outputs["states"] = self.embedding_dropout(outputs["states"], training=training)
+        return outputs, state
+
+    # === Output distribution (eq. 14-18) ===
+
+    def extended_logits(self, states, memory):
+        """h'_t [B,T,H] -> s_t over V + C [B,T,V+C] (eq. 14, 15-17); MASKED_LOGIT where nothing."""
+        vocab_logits = tf.cast(self.output_projection(states), tf.float32)  # eq. 14
+        batch, steps = tf.shape(states)[0], tf.shape(states)[1]
+        num_tokens = tf.shape(memory["memory_mask"])[1]
+        if self.copy_scores is None:
+            return tf.pad(vocab_logits, [[0, 0], [0, 0], [0, num_tokens]], constant_values=MASKED_LOGIT)
+        scores = self.copy_scores(states, memory["copy_keys"], memory["memory_mask"])  # eq. 15 [B,T,C]
+        values = memory["record_value"]
+        in_vocab = (values > UNK_ID) & memory["memory_mask"]
+        flat = lambda x: tf.reshape(x, [batch * steps, num_tokens])  # noqa: E731
+        folded = scatter_rows(flat(tf.where(in_vocab[:, None, :], scores, 0.0)),
+                              flat(tf.broadcast_to(tf.where(in_vocab, values, 0)[:, None, :], tf.shape(scores))),
+                              self.word_vocab_size)  # eq. 16: sum over equal in-vocabulary words
+        folded = tf.reshape(folded, [batch, steps, self.word_vocab_size])
+        type_scores = tf.einsum("btj,bij->bti", scores, memory["oov_same"])  # eq. 16 for OOV words
+        copy_only = tf.where(memory["oov_first"][:, None, :], type_scores, MASKED_LOGIT)
+        return tf.concat([vocab_logits + folded, copy_only], -1)  # eq. 17
+
+    def token_nll(self, outputs, memory, target_out, copy_mask):
+        """Per-token NLL [B,T] of eq. 18 (unmasked).  A label that is <unk> and an OOV word
+        of the table is scored as its copy slot (the paper's V u C); other labels by id."""
+        logits = self.extended_logits(outputs["states"], memory)
+        log_probs = tf.nn.log_softmax(logits)  # eq. 18 over V u C
+        gold = tf.gather(log_probs, target_out, batch_dims=2)
+        if self.copy_scores is None:
+            return -gold
+        oov = tf.cast(memory["oov_same"], tf.float32)
+        targets = tf.cast(copy_mask > 0, tf.float32) * tf.cast(tf.linalg.diag_part(oov) > 0, tf.float32)[:, None, :]
+        types = (tf.einsum("bti,bik->btk", targets, oov) > 0) & memory["oov_first"][:, None, :]
+        copied = tf.reduce_logsumexp(tf.where(types, log_probs[..., self.word_vocab_size:], MASKED_LOGIT), -1)
+        use_copy = tf.equal(target_out, UNK_ID) & tf.reduce_any(types, -1)
+        return -tf.where(use_copy, copied, gold)
+
+    def call(self, batch, training=False, trace=False):
+        memory = self.encode(batch, training=training)
+        state = self.initial_decoding_state(memory)
+        outputs, _ = self.decode_sequence(memory, batch["target_in"], state, training=training, trace=trace)
+        return {"outputs": outputs, "memory": memory}
+
+    def compute_loss_from_batch(self, batch, training=False):
+        predictions = self(batch, training=training)
+        nll = self.token_nll(predictions["outputs"], predictions["memory"], batch["target_out"], batch["copy_mask"])
+        loss = masked_mean(nll, batch["target_mask"])  # eq. 19 (per token)
+        if self.l2 and training:
+            loss += self.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in self.trainable_variables])
+        return loss
+
+    # === Step-wise decoding (CONTRACT.md) ===
+
+    def decoding_step_fn(self, memory):
+        """step_fn(prev_ids [N], step, state) -> (log_probs [N, V + C], state); memory leading dim N."""
+
+        def step_fn(prev_ids, step, state):
+            words = self.word_embedding(self.feedback_ids(prev_ids, memory["record_value"]))
+            word_part, gate_part = self._step_inputs(words)
+            h, state, _ = self._cell(memory, word_part, gate_part, words, None, tuple(state))
+            log_probs = tf.nn.log_softmax(self.extended_logits(h[:, None, :], memory)[:, 0])
+            return tf.where(log_probs <= MASKED_LOGIT / 2, NEG_INF, log_probs), state
+
+        return step_fn
+
+    def feedback_ids(self, prev_ids, record_value):
+        """Extended id V + i -> table token i's word id (<unk> when OOV)."""
+        token = tf.clip_by_value(prev_ids - self.word_vocab_size, 0, tf.shape(record_value)[1] - 1)
+        copied = tf.gather(record_value, token[:, None], batch_dims=1)[:, 0]
+        return tf.where(prev_ids >= self.word_vocab_size, copied, prev_ids)
+
+    # === Visualisation ===
+
+    def attention_traces(self, batch, count):
+        """Teacher-forced hybrid/content/link attention [n,T,C] and gate z~ [n,T] of ``count`` tables."""
+        batch = {k: v[:count] for k, v in batch.items()}
+        outputs = self(batch, training=False, trace=True)["outputs"]
+        return {k: outputs[k] for k in ("alpha", "gate", "content", "link")}
+
+    def attention_images(self, batch, count):
+        """Hybrid attention alpha_t over table tokens per target step (Figure 4)."""
+        alpha = self.attention_traces(batch, count)["alpha"]
+        alpha = alpha / tf.maximum(tf.reduce_max(alpha, axis=[1, 2], keepdims=True), 1e-9)
+        return alpha[..., None]
+
+    def summary_images(self, batch, count, vocabs=None):
+        from tablegen_tf.models.order_planning import figures
+
+        return figures.summary_images(self, batch, count, vocabs)
+
+    # === Config ===
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({name: getattr(self, name) for name in CONFIG_KEYS})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "word_dim", "field_dim", "hidden_size", "attention", "copy",
+               "field_feedback", "fixed_gate", "l2", "dropout")
+
+
+def _check(attention, copy, field_feedback, fixed_gate):
+    if attention not in ATTENTIONS:
+        raise ConfigError(f"model.attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}")
+    if field_feedback not in FIELD_FEEDBACK:
+        raise ConfigError(f"model.field_feedback must be one of {', '.join(FIELD_FEEDBACK)}, got {field_feedback!r}")
+    if field_feedback == "content_attention" and attention == "link":
+        raise ConfigError("model.field_feedback=content_attention needs content attention (model.attention)")
+    if fixed_gate is not None and (attention != "hybrid" or not 0.0 <= fixed_gate <= 1.0):
+        raise ConfigError(f"model.fixed_gate={fixed_gate!r} needs model.attention=hybrid and 0 <= z <= 1")
+
+
+def _oov_types(values, texts, mask):
+    """Out-of-vocabulary content words grouped by text (eq. 16's 1{c_i = w} for w not in V):
+    same [B,C,C] float (1 where tokens i and j are OOV with equal text), first [B,C] bool
+    (token i is the first of its text: it holds the copy slot V + i)."""
+    oov = tf.equal(values, UNK_ID) & mask
+    same = tf.equal(texts[:, :, None], texts[:, None, :]) & oov[:, :, None] & oov[:, None, :]
+    num = tf.shape(values)[1]
+    earlier = tf.range(num)[None, :] < tf.range(num)[:, None]  # [i, j]: j < i
+    first = oov & ~tf.reduce_any(same & earlier[None], -1)
+    return tf.cast(same, tf.float32), first

@@ -1,0 +1,162 @@
+"""order-planning: equations against hand-computed values, ablation builds, decoding contract."""
+
+import glob
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tablegen_tf.config import ConfigError, read_yaml
+from tablegen_tf.layers.testing import SIZES, make_train_step, random_batch
+from tablegen_tf.models import build_model
+from tablegen_tf.models.order_planning.layers import HybridGate, LinkAttention
+
+TINY = dict(word_dim=6, field_dim=5, hidden_size=8)
+ABLATIONS = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "order_planning")
+V = SIZES["words"]
+
+
+def _model(**overrides):
+    keras.utils.set_random_seed(0)
+    return build_model("order-planning", {**TINY, **overrides}, SIZES, {})
+
+
+def test_link_attention_eq_8_9_by_hand():
+    layer = LinkAttention(4)
+    layer.build()
+    # L[from, to] over 4 field ids; the table has tokens of fields [1, 2, 2, 3] (+ one pad)
+    layer.link.assign([[0, 0, 0, 0], [0, 0.0, 1.0, 2.0], [0, 0.5, 0.0, -1.0], [0, 3.0, 0.0, 0.0]])
+    fields = tf.constant([[1, 2, 2, 3, 0]])
+    mask = tf.constant([[True, True, True, True, False]])
+    previous = tf.constant([[0.1, 0.2, 0.3, 0.4, 0.0]])
+    links = layer.table_links(fields)
+    assert links[0, 0, 1] == 1.0 and links[0, 3, 0] == 3.0 and links[0, 1, 3] == -1.0  # L[f_j, f_i]
+    alpha = layer(previous, links, mask).numpy()[0]
+    # sum_j alpha_j L[f_j, f_i]:  i=0 (field 1): .1*0 + .2*.5 + .3*.5 + .4*3 = 1.45
+    # i=1,2 (field 2): .1*1 + 0 + 0 + 0 = 0.1;  i=3 (field 3): .1*2 + .2*-1 + .3*-1 + 0 = -0.3
+    scores = np.array([1.45, 0.1, 0.1, -0.3])
+    expected = np.exp(scores) / np.exp(scores).sum()  # eq. 9, the pad gets nothing
+    np.testing.assert_allclose(alpha[:4], expected, rtol=1e-6)
+    assert alpha[4] == 0.0
+
+
+def test_hybrid_gate_eq_10_11_by_hand():
+    gate = HybridGate()
+    gate.build((None, 2), (None, 1), (None, 1))
+    gate.h_kernel.assign([[1.0], [-2.0]])
+    gate.f_kernel.assign([[0.5]])
+    gate.y_kernel.assign([[3.0]])
+    gate.bias.assign([0.25])
+    h, field_summary, word = tf.constant([[0.5, 0.25]]), tf.constant([[2.0]]), tf.constant([[-0.5]])
+    z_tilde = gate.gate(h, field_summary, gate.word_part(word))
+    z = 1 / (1 + np.exp(-(0.5 - 0.5 + 1.0 - 1.5 + 0.25)))  # eq. 10: w^T [h'; e^(f); y] + b = -0.25
+    np.testing.assert_allclose(z_tilde, [0.2 * z + 0.5], rtol=1e-6)
+    content, link = tf.constant([[0.7, 0.2, 0.1]]), tf.constant([[0.1, 0.1, 0.8]])
+    hybrid = gate(z_tilde, content, link).numpy()
+    zt = 0.2 * z + 0.5
+    np.testing.assert_allclose(hybrid, [zt * np.array([0.7, 0.2, 0.1]) + (1 - zt) * np.array([0.1, 0.1, 0.8])],
+                               rtol=1e-6)  # eq. 11
+    np.testing.assert_allclose(hybrid.sum(), 1.0, rtol=1e-6)
+
+
+def test_gate_is_bounded_between_half_and_seven_tenths():
+    gate = HybridGate()
+    gate.build((None, 3), (None, 2), (None, 2))
+    for scale in (0.0, 1.0, 1e3, -1e3):
+        gate.h_kernel.assign(tf.fill([3, 1], scale))
+        gate.f_kernel.assign(tf.fill([2, 1], scale))
+        gate.y_kernel.assign(tf.fill([2, 1], scale))
+        h, f, y = (tf.random.normal([50, n]) for n in (3, 2, 2))
+        z = gate.gate(h, f, gate.word_part(y)).numpy()
+        assert np.all(z >= 0.5) and np.all(z <= 0.7)
+    # the saturated ends are reached
+    gate.h_kernel.assign(tf.fill([3, 1], 1e3))
+    np.testing.assert_allclose(gate.gate(tf.ones([1, 3]), tf.zeros([1, 2]), tf.zeros([1])), [0.7])
+    np.testing.assert_allclose(gate.gate(-tf.ones([1, 3]), tf.zeros([1, 2]), tf.zeros([1])), [0.5])
+
+
+def _layer_names(model):
+    return {v.path.split("/")[1] for v in model.weights}
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ABLATIONS, "*.yaml"))), ids=os.path.basename)
+def test_ablation_configs_build_only_the_layers_they_name(path):
+    values = read_yaml(path)
+    model = _model(**{k: v for k, v in values.items() if k != "name"})
+    layers = _layer_names(model)
+    attention = values["attention"]
+    assert ("content_attention" in layers) == (attention in ("content", "hybrid"))
+    assert ("link_attention" in layers) == (attention in ("link", "hybrid"))
+    assert ("hybrid_gate" in layers) == (attention == "hybrid" and values.get("fixed_gate") is None)
+    assert ("copy_scores" in layers) == values["copy"]
+    field_input = any("field_kernel" in v.path for v in model.decoder_cell.weights)
+    assert field_input == (values.get("field_feedback") == "decoder_input")
+    if values.get("field_feedback") == "content_attention":
+        assert model.content_attention.field_kernel.shape[1] == TINY["word_dim"] + TINY["field_dim"]
+
+
+def test_bad_ablation_values_are_config_errors():
+    with pytest.raises(ConfigError, match="model.attention"):
+        _model(attention="links")
+    with pytest.raises(ConfigError, match="fixed_gate"):
+        _model(attention="content", fixed_gate=0.4)
+    with pytest.raises(ConfigError, match="field_feedback"):
+        _model(attention="link", field_feedback="content_attention")
+
+
+@pytest.mark.parametrize("overrides", [{}, {"attention": "link", "copy": False},
+                                       {"attention": "content", "field_feedback": "content_attention"},
+                                       {"fixed_gate": 0.4, "field_feedback": "decoder_input"}],
+                         ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder"])
+def test_step_fn_agrees_with_training_loss_and_loss_decreases(overrides):
+    model, batch = _model(**overrides), random_batch()
+    predictions = model(batch)
+    nll = model.token_nll(predictions["outputs"], predictions["memory"], batch["target_out"], batch["copy_mask"])
+    memory = model.encode(batch)
+    state = model.initial_decoding_state(memory)
+    step_fn = model.decoding_step_fn(memory)
+    oov_copy = (batch["target_out"] == 1) & (tf.reduce_sum(batch["copy_mask"], -1) > 0)
+    for t in range(batch["target_in"].shape[1]):
+        log_probs, state = step_fn(batch["target_in"][:, t], tf.constant(t), state)
+        np.testing.assert_allclose(tf.reduce_logsumexp(log_probs, -1), 0.0, atol=1e-5)
+        gold = tf.gather(log_probs, batch["target_out"][:, t], batch_dims=1)
+        if model.copy:  # an OOV label that is in the table is its copy slot V + first token
+            first = tf.argmax(tf.cast(batch["copy_mask"][:, t] > 0, tf.int32), -1, output_type=tf.int32)
+            gold = tf.where(oov_copy[:, t], tf.gather(log_probs, V + first, batch_dims=1), gold)
+        check = batch["target_mask"][:, t] & (True if model.copy else ~oov_copy[:, t])
+        np.testing.assert_allclose(tf.boolean_mask(-gold, check), tf.boolean_mask(nll[:, t], check),
+                                   rtol=1e-4, atol=1e-5)
+    train_step = make_train_step(model, keras.optimizers.Adam(0.02))
+    losses = [float(train_step(batch)) for _ in range(12)]
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.8 * losses[0]
+
+
+def test_copy_sums_equal_content_words_eq_16():
+    """Two OOV tokens with the same text share one slot (the first) with the summed score;
+    an in-vocabulary token's score is added to its word's vocabulary logit."""
+    model = _model()
+    batch = random_batch()
+    value = batch["record_value"].numpy()
+    text = batch["record_value_text"].numpy()
+    value[0, :3] = [1, 1, 9]  # tokens 0 and 1: OOV, same text; token 2: word 9
+    text[0, :3] = [b"zork", b"zork", b"9"]
+    batch = {**batch, "record_value": tf.constant(value), "record_value_text": tf.constant(text)}
+    memory = model.encode(batch)
+    states = tf.random.normal([3, 1, TINY["hidden_size"]])
+    logits = model.extended_logits(states, memory).numpy()[0, 0]
+    scores = model.copy_scores(states, memory["copy_keys"], memory["memory_mask"]).numpy()[0, 0]
+    vocab = model.output_projection(states).numpy()[0, 0]
+    np.testing.assert_allclose(logits[V + 0], scores[0] + scores[1], rtol=1e-5)
+    assert logits[V + 1] < -1e8  # the second occurrence has no slot of its own
+    extra = scores[2] + sum(scores[i] for i in range(3, 6) if value[0, i] == 9)
+    np.testing.assert_allclose(logits[9], vocab[9] + extra, rtol=1e-5, atol=1e-6)
+
+
+def test_summary_images_show_attention_gate_and_link_matrix():
+    model, batch = _model(), random_batch()
+    images = model.summary_images(batch, 2)
+    assert {"hybrid_attention", "attention/table_0", "attention/table_1", "link_matrix"} <= set(images)
+    assert images["hybrid_attention"].shape[:2] == (2, batch["target_in"].shape[1])
+    assert all(len(image.shape) == 4 for image in images.values())
