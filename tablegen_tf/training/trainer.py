@@ -59,10 +59,14 @@ def variables_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
 
 
 def make_optimizer(config: OptimizerConfig) -> keras.optimizers.Optimizer:
-    if config.name != "adam":
-        raise ConfigError(f"train.optimizer.name: unknown optimizer {config.name!r}: only adam is supported")
-    # global_clipnorm clips the aggregated gradient, the same under any strategy.
-    return keras.optimizers.Adam(learning_rate=config.learning_rate, global_clipnorm=config.clipnorm)
+    if config.name not in ("adam", "rmsprop"):
+        raise ConfigError(f"train.optimizer.name: unknown optimizer {config.name!r}: adam or rmsprop")
+    # global_clipnorm clips the aggregated gradient, the same under any strategy;
+    # clipvalue > 0 clips element-wise instead (Keras allows one of the two).
+    clip = {"clipvalue": config.clipvalue} if config.clipvalue > 0 else {"global_clipnorm": config.clipnorm}
+    if config.name == "rmsprop":
+        return keras.optimizers.RMSprop(learning_rate=config.learning_rate, rho=config.rho, epsilon=1e-8, **clip)
+    return keras.optimizers.Adam(learning_rate=config.learning_rate, **clip)
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy:
