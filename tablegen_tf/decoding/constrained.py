@@ -164,6 +164,10 @@ def constrained_beam_search(
     """
     constraints = tf.convert_to_tensor(constraints, tf.int32)
     continues = tf.zeros_like(constraints, tf.bool) if continues is None else tf.convert_to_tensor(continues, tf.bool)
+    # One always-met pad slot: the per-slot gathers stay valid when C is 0.
+    pad_slot = tf.fill([tf.shape(constraints)[0], 1], -1)
+    constraints = tf.concat([constraints, pad_slot], 1)
+    continues = tf.concat([continues, tf.zeros_like(pad_slot, tf.bool)], 1)
     hooks = _DynamicBeamAllocation(constraints, continues, end_id)
     ids, lengths, scores, (met, _) = beam.run_beam_search(
         step_fn, start_ids, initial_state, beam_size, max_length, end_id,
