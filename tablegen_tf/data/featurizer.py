@@ -91,7 +91,7 @@ class Featurizer:
         tokens as constraint ids [B, T] (-1 pad), ``continues`` [B, T] (token t continues
         the phrase of t - 1) and ``unknown`` [B, T] (a token no output can contain)."""
         phrases = tf.convert_to_tensor(phrases, tf.string)
-        rows, per_row = tf.shape(phrases)[0], tf.shape(phrases)[1]
+        rows, per_row = tf.shape(phrases, out_type=tf.int64)[0], tf.shape(phrases, out_type=tf.int64)[1]
         tokens = self.tokenizer.tokenize(tf.reshape(phrases, [-1]))  # [B * C, (n)]
         within = tf.ragged.range(tokens.row_lengths())
 
