@@ -28,6 +28,7 @@ FORMAT_HELP = {
     "jsonl": 'generic {"table": [{"field", "value"}...], "text": ...} lines',
     "text-pairs": "text-to-text: source<TAB>target lines (.tsv/.txt, .gz allowed)",
     "sentences": "unlabelled text: one sentence per line (.txt/.gz file or directory)",
+    "sentences-hashed": "as sentences, keeping the --split share by a hash of each sentence (90/5/5)",
 }
 
 
@@ -254,10 +255,12 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--model", default=None, help="run directory written by `tablegen train`")
     parser.add_argument("--server", default=None, help="HOST:PORT of a TF Serving gRPC endpoint")
     parser.add_argument("--model-name", default=None, help="served model name (with --server)")
-    parser.add_argument("--format", required=True, choices=format_names(), help="input format (see `tablegen prepare --help`)")
-    parser.add_argument("--input", required=True, help="input file or directory")
+    parser.add_argument("--format", choices=format_names(), help="input format (see `tablegen prepare --help`)")
+    parser.add_argument("--input", help="input file or directory")
+    parser.add_argument("--word", action="append", default=[], help="a sentence around this word (repeatable; "
+                        "families with a `generate_around` signature); prints to stdout without --output")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
-    parser.add_argument("--beam-size", type=int, default=None)
+    parser.add_argument("--beam-size", "--beam", type=int, default=None)
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=30.0, help="gRPC deadline per request (seconds)")
@@ -267,7 +270,7 @@ def _add_generate(subparsers) -> None:
     tls.add_argument("--tls-cert", default=None, help="client certificate (PEM), for servers requiring mutual TLS")
     tls.add_argument("--tls-key", default=None, help="client private key (PEM), with --tls-cert")
     tls.add_argument("--tls-server-name", default=None, help="name to check the server certificate against")
-    parser.add_argument("--output", required=True, help="output text file")
+    parser.add_argument("--output", default=None, help="output text file")
     parser.set_defaults(handler=_run_generate)
 
 
@@ -328,6 +331,14 @@ def _run_evaluate(args, _extra) -> int:
 
 
 def _run_generate(args, _extra) -> int:
+    if args.word and args.model:
+        from tablegen_tf.inference import generate_around
+
+        lines = generate_around(args.model, args.word, args.beam_size, args.max_length)
+        _write_lines(args.output, lines) if args.output else print("\n".join(lines))
+        return 0
+    if not (args.format and args.input and args.output):
+        raise SystemExit("tablegen generate: pass --format, --input and --output (or --model RUN --word WORD)")
     if args.server:
         from serving.client import generate_for_corpus
 

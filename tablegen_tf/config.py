@@ -41,9 +41,11 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass
 class OptimizerConfig:
-    name: str = "adam"
+    name: str = "adam"  # adam | rmsprop | sgd
     learning_rate: float = 0.001
     clipnorm: float = 5.0  # global norm clipping of the aggregated gradient
+    clipvalue: float = 0.0  # element-wise clipping instead of clipnorm when > 0
+    rho: float = 0.9  # rmsprop: moving-average decay of squared gradients
 
 
 @dataclasses.dataclass

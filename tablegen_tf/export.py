@@ -62,12 +62,15 @@ class ServingModule(tf.Module):
         tf.debugging.assert_less_equal(beam_size, max(SUPPORTED_BEAMS), message="beam_size must be <= 10")
         tf.debugging.assert_greater_equal(max_length, 1, message="max_length must be >= 1")
         features = self.featurizer.serving_features(inputs)
-        constraints = self.featurizer.constraint_ids(features, must_include)
+        constraints, continues, unknown = self.featurizer.constraint_phrases(features, must_include)
+        tf.debugging.assert_equal(tf.reduce_any(unknown), False, message=(
+            "must_include: a word is neither in the vocabulary nor in the input, so no output can contain it"))
 
         def branch(beam):
             def run():
                 config = dataclasses.replace(self.decode, beam_size=beam, max_length=max_length)
-                ids, lengths, scores, _ = decode_ids(self.model, features, config, must_include=constraints)
+                ids, lengths, scores, _ = decode_ids(self.model, features, config,
+                                                      must_include=(constraints, continues))
                 return self.featurizer.output_text(features, ids, lengths), tf.cast(scores, tf.float32)
 
             return run

@@ -25,8 +25,13 @@ def _forbid(step_fn, token_id: int):
     return wrapped
 
 
-def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None):
-    """-> (ids [B, L] over the extended vocabulary, lengths [B], scores [B], memory)."""
+def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
+               strict: bool = True):
+    """-> (ids [B, L] over the extended vocabulary, lengths [B], scores [B], memory).
+
+    ``must_include``: constraint ids [B, C] (-1 pad) or (ids, continues [B, C]) for
+    phrases (tablegen_tf.decoding.constrained); ``strict``: an output that misses a
+    constraint is an InvalidArgumentError, never a silent miss."""
     memory = model.encode(features, training=False)
     state = model.initial_decoding_state(memory)
     batch_size = tf.shape(tf.nest.flatten(state)[0])[0]
@@ -36,10 +41,15 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     step_fn = model.decoding_step_fn(step_memory)
     step_fn = _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
     if must_include is not None:
-        ids, lengths, scores, _ = constrained_beam_search(
-            step_fn, start, state, must_include, beam, config.max_length, EOS_ID,
-            length_penalty=config.length_penalty,
+        constraints, continues = must_include if isinstance(must_include, tuple) else (must_include, None)
+        ids, lengths, scores, satisfied = constrained_beam_search(
+            step_fn, start, state, constraints, beam, config.max_length, EOS_ID,
+            length_penalty=config.length_penalty, continues=continues,
         )
+        if strict:
+            tf.debugging.assert_equal(tf.reduce_all(satisfied), True, message=(
+                "must_include: no output within max_length contains every constraint "
+                "(raise max_length or beam_size, or drop a constraint)"))
     elif beam <= 1:
         ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
     else:

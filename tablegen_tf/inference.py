@@ -117,3 +117,19 @@ def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[
         scores.update(perplexity(model, featurizer, examples, batch_size))
     scores["inputs"] = len(examples)
     return scores
+
+
+def generate_around(run_dir: str, words: Sequence[str], beam_size: Optional[int] = None,
+                    max_length: Optional[int] = None) -> List[str]:
+    """Sentences around given words with a run's ``generate_around`` serving signature
+    (families that take a word, e.g. language models; GenerationModel.serving_signatures)."""
+    from tablegen_tf.export import ServingModule
+    from tablegen_tf.training.trainer import load_trained
+
+    trained = load_trained(run_dir)
+    signatures = trained.model.serving_signatures(ServingModule(trained.model, trained.featurizer, trained.config))
+    if "generate_around" not in signatures:
+        raise ValueError(f"model {trained.family.name!r} has no generate_around signature (--word needs one)")
+    out = signatures["generate_around"](tf.constant(list(words)), tf.constant(beam_size or trained.config.decode.beam_size),
+                                        tf.constant(max_length or 30))
+    return [text.decode("utf-8") for text in out["text"].numpy()]

@@ -86,6 +86,23 @@ class Featurizer:
         ids = tf.where(word_ids != UNK_ID, word_ids, tf.where(tf.reduce_any(in_source, 2), vocab_size + first, -1))
         return tf.where(tf.equal(words, ""), -1, ids)
 
+    def constraint_phrases(self, features, phrases: tf.Tensor):
+        """must_include entries [B, C] (words or multi-word phrases, "" = pad) -> their
+        tokens as constraint ids [B, T] (-1 pad), ``continues`` [B, T] (token t continues
+        the phrase of t - 1) and ``unknown`` [B, T] (a token no output can contain)."""
+        phrases = tf.convert_to_tensor(phrases, tf.string)
+        rows, per_row = tf.shape(phrases, out_type=tf.int64)[0], tf.shape(phrases, out_type=tf.int64)[1]
+        tokens = self.tokenizer.tokenize(tf.reshape(phrases, [-1]))  # [B * C, (n)]
+        within = tf.ragged.range(tokens.row_lengths())
+
+        def by_row(ragged):
+            return tf.RaggedTensor.from_uniform_row_length(ragged, per_row, nrows=rows).merge_dims(1, 2)
+
+        text = by_row(tokens).to_tensor("")
+        continues = by_row(within).to_tensor(0) > 0
+        ids = self.constraint_ids(features, text)
+        return ids, continues, tf.not_equal(text, "") & (ids < 0)
+
 
 def ids_to_tokens(ids, lengths, words: tf.Tensor, copy_texts: tf.Tensor) -> tf.RaggedTensor:
     """Extended ids -> token strings; id V + i is source item i's text (copy resolution)."""

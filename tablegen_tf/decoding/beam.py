@@ -35,6 +35,13 @@ class BeamHooks:
         """key [B, K, W] (normalised scores) -> ranking key used by top_k only."""
         return key
 
+    def select(self, key, extra, finished, beam_size):
+        """key [B, K, W] -> (flat indices [B, K] into K*W, valid [B, K]); default: top_k.
+        A slot that is not valid becomes a dead beam (-inf)."""
+        batch_size = tf.shape(key)[0]
+        _, flat = tf.math.top_k(tf.reshape(key, [batch_size, -1]), k=beam_size)
+        return flat, tf.ones_like(flat, tf.bool)
+
     def update_extra(self, extra, token, finished):
         """extra already reordered by parent; token [B, K]; finished [B, K] (before token)."""
         return extra
@@ -95,13 +102,14 @@ def run_beam_search(
         cand_lengths = lengths + tf.cast(~finished, tf.int32)  # [B, K]
         key = common.normalise(total, cand_lengths[..., None], length_penalty)
         key = hooks.selection_key(key, extra, finished)
-        _, flat = tf.math.top_k(tf.reshape(key, [batch_size, -1]), k=k)  # [B, K] in K*W
+        flat, valid = hooks.select(key, extra, finished, k)  # [B, K] in K*W
         parent, token = flat // width, flat % width  # [B, K]
 
         def by_parent(x):
             return tf.gather(x, parent, batch_dims=1)
 
         cum = tf.gather(tf.reshape(total, [batch_size, -1]), flat, batch_dims=1)
+        cum = tf.where(valid, cum, common.NEG_INF)
         prev_finished = by_parent(finished)
         extra = hooks.update_extra(tf.nest.map_structure(by_parent, extra), token, prev_finished)
         finished = prev_finished | tf.equal(token, end_id)

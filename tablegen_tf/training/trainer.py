@@ -71,13 +71,20 @@ def seed_states(model) -> List:
     return [v for v in model.variables if id(v) not in weights]
 
 
+OPTIMIZERS = ("adam", "rmsprop", "sgd")
+
+
 def make_optimizer(config: OptimizerConfig) -> keras.optimizers.Optimizer:
-    if config.name == "sgd":  # plain SGD (e.g. Lebret et al. 2016)
-        return keras.optimizers.SGD(learning_rate=config.learning_rate, global_clipnorm=config.clipnorm)
-    if config.name != "adam":
-        raise ConfigError(f"train.optimizer.name: unknown optimizer {config.name!r}: adam or sgd")
-    # global_clipnorm clips the aggregated gradient, the same under any strategy.
-    return keras.optimizers.Adam(learning_rate=config.learning_rate, global_clipnorm=config.clipnorm)
+    if config.name not in OPTIMIZERS:
+        raise ConfigError(f"train.optimizer.name: unknown optimizer {config.name!r}: one of {', '.join(OPTIMIZERS)}")
+    # global_clipnorm clips the aggregated gradient, the same under any strategy;
+    # clipvalue > 0 clips element-wise instead (Keras allows one of the two).
+    clip = {"clipvalue": config.clipvalue} if config.clipvalue > 0 else {"global_clipnorm": config.clipnorm}
+    if config.name == "rmsprop":  # Mou et al.
+        return keras.optimizers.RMSprop(learning_rate=config.learning_rate, rho=config.rho, epsilon=1e-8, **clip)
+    if config.name == "sgd":  # plain SGD (Lebret et al. 2016)
+        return keras.optimizers.SGD(learning_rate=config.learning_rate, **clip)
+    return keras.optimizers.Adam(learning_rate=config.learning_rate, **clip)
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy:
