@@ -208,10 +208,16 @@ class RotoWireSentencesReader(FormatReader):
 
     def read(self, unit: str, split: str) -> Iterator[Parsed]:
         paths = _sentence_files(unit)
-        handles = [open(paths[kind], encoding="utf-8") for kind in SENTENCE_FILES]
+        handles = [open(paths[kind], "rb") for kind in SENTENCE_FILES]
         try:
             rows = itertools.zip_longest(*handles)
-            for number, lines in enumerate(rows, start=1):
+            for number, raw_lines in enumerate(rows, start=1):
+                try:  # per line: one bad byte costs one table, not the file
+                    lines = [None if raw is None else raw.decode("utf-8") for raw in raw_lines]
+                except UnicodeDecodeError as error:
+                    content = b" ||| ".join(raw or b"" for raw in raw_lines).decode("utf-8", "replace")
+                    yield Rejection(unit, number, f"not UTF-8: {error}", content)
+                    continue
                 yield self._table(unit, split, number, lines)
         finally:
             for handle in handles:

@@ -26,6 +26,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 from tablegen_tf.readers.base import FormatReader, InputError, Parsed, RawItem, RawTable, Rejection
 
 _EXTENSIONS = (".box", ".sent", ".nb")
+MAX_SENTENCES_PER_ARTICLE = 100_000  # a larger .nb count is a corrupt line, not an article
 _NONE = "<none>"
 _DIGITS_OR_MINUS = frozenset("0123456789-")  # a suffix starting so must be a position
 
@@ -93,7 +94,7 @@ def _read_nb(nb_path: str) -> Tuple[List[int], Dict[int, str]]:
     with open(nb_path, "rb") as f:
         for index, raw in enumerate(f):
             text = raw.strip()
-            if text.isdigit():  # bytes.isdigit: ASCII digits only
+            if text.isdigit() and int(text) <= MAX_SENTENCES_PER_ARTICLE:  # bytes.isdigit: ASCII digits only
                 counts.append(int(text))
             else:
                 counts.append(-1)
