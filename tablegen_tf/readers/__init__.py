@@ -19,6 +19,7 @@ _MODULES = {
     "jsonl": "tablegen_tf.readers.jsonl",
     "text-pairs": "tablegen_tf.readers.text_pairs",
     "sentences": "tablegen_tf.readers.sentences",
+    "compression": "tablegen_tf.readers.compression",
 }
 
 
