@@ -28,7 +28,7 @@ FORMAT_HELP = {
     "jsonl": 'generic {"table": [{"field", "value"}...], "text": ...} lines',
     "text-pairs": "text-to-text: source<TAB>target lines (.tsv/.txt, .gz allowed)",
     "sentences": "unlabelled text: one sentence per line (.txt/.gz file or directory)",
-    "compression": "sentence compression TSV 'original<TAB>compressed' (+ deletion labels; last 1,000 rows = valid)",
+    "compression": "sentence compression TSV 'original<TAB>compressed' (+ deletion labels; last 1,025 rows = valid)",
 }
 
 
