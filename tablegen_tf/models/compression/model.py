@@ -133,8 +133,8 @@ class SentenceCompression(GenerationModel):
         self.w7 = keras.layers.Dense(word_vocab_size, name="recon_w7")
         # baselines of eq. 15: b (centring) and the MLP b(s)
         self.baseline_b = self.add_weight(shape=(), initializer="zeros", name="baseline_b")
-        self.baseline_mlp = keras.Sequential([keras.layers.Dense(baseline_hidden, activation="tanh"),
-                                              keras.layers.Dense(1)], name="baseline_mlp")
+        self.baseline_mlp = keras.Sequential([keras.layers.Dense(baseline_hidden, activation="tanh", name="hidden"),
+                                              keras.layers.Dense(1, name="out")], name="baseline_mlp")
         self.prior = prior
         if prior is not None:
             prior.trainable = False  # pre-trained p(c): fixed
@@ -171,8 +171,11 @@ class SentenceCompression(GenerationModel):
     def encode(self, features, training=False):
         ids = tf.convert_to_tensor(features["source_ids"])
         mask = tf.convert_to_tensor(features["source_mask"])
-        outputs, fh, fc, bh, bc = self.encoder(self.embedding(ids), mask=mask, training=training)
-        batch = tf.shape(ids)[0]
+        batch, width = tf.shape(ids)[0], tf.shape(ids)[1]
+        # one extra masked step: a batch of empty sentences (S = 0) still runs the LSTM
+        padded_ids, padded_mask = tf.pad(ids, [[0, 0], [0, 1]]), tf.pad(mask, [[0, 0], [0, 1]])
+        outputs, fh, fc, bh, bc = self.encoder(self.embedding(padded_ids), mask=padded_mask, training=training)
+        outputs = outputs[:, :width]
         end = tf.tile(self.end_vector[None, None, :], [batch, 1, 1])
         states = tf.concat([outputs * tf.cast(mask, outputs.dtype)[..., None], end], 1)  # [B, S + 1, 2H]
         has_tokens = tf.cast(tf.reduce_any(mask, 1), tf.float32)[:, None]
@@ -452,7 +455,9 @@ def load_prior(run_dir: str, vocab_size: int) -> CompressionLM:
         os.path.join(run_dir, "checkpoints"))
     if path is None:
         raise ValueError(f"model.prior_run: no checkpoint in {run_dir}")
-    tf.train.Checkpoint(model=prior).restore(path).expect_partial()
+    from tablegen_tf.training.trainer import variables_checkpoint
+
+    variables_checkpoint(prior).restore(path).expect_partial().assert_existing_objects_matched()
     return prior
 
 

