@@ -117,7 +117,7 @@ class SentenceCompression(GenerationModel):
         size = 2 * hidden_size
         self.embedding = keras.layers.Embedding(word_vocab_size, word_dim, name="embedding")
         self.encoder = keras.layers.Bidirectional(  # eq. 1
-            keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True), name="encoder")
+            keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True, name="lstm"), name="encoder")
         self.end_vector = self.add_weight(shape=(size,), initializer="random_normal", name="end_sentinel")
         self.compressor = keras.layers.LSTMCell(size, name="compressor")  # f_com, eq. 2 and 6
         self.w1 = keras.layers.Dense(attention_size, use_bias=False, name="pointer_w1")  # eq. 3
@@ -451,8 +451,9 @@ def load_prior(run_dir: str, vocab_size: int) -> CompressionLM:
     if family.model_class is not CompressionLM:
         raise ValueError(f"model.prior_run: {run_dir} is a {config.model.name!r} run, not compression-lm")
     prior = family.build_model(config, {"words": vocab_size})
-    path = tf.train.latest_checkpoint(os.path.join(run_dir, "best")) or tf.train.latest_checkpoint(
-        os.path.join(run_dir, "checkpoints"))
+    # the latest weights: a run's "best" is chosen by BLEU, which says little about an LM
+    path = tf.train.latest_checkpoint(os.path.join(run_dir, "checkpoints")) or tf.train.latest_checkpoint(
+        os.path.join(run_dir, "best"))
     if path is None:
         raise ValueError(f"model.prior_run: no checkpoint in {run_dir}")
     from tablegen_tf.training.trainer import variables_checkpoint
