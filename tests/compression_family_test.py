@@ -1,4 +1,4 @@
-"""prepare -> train -> evaluate -> export -> serve for the compression family (tiny sizes).
+"""The sentence-compression family (tablegen_tf/models/compression): prepare -> train -> evaluate -> export -> serve for the compression family (tiny sizes).
 
 Also: deletion labels round-trip through the Beam job, the `compress` signature matches
 `tablegen generate` (SavedModel parity), and the server answers gRPC / REST `compress`
@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "compression")
+FIXTURES = os.path.join(HERE, "fixtures", "compression")
 IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 TINY = ["--set", "model.word_dim=8", "--set", "model.hidden_size=8", "--set", "model.attention_size=8",
         "--set", "train.max_steps=2", "--set", "train.eval_every_steps=2", "--set", "train.log_every_steps=2",
