@@ -29,6 +29,7 @@ FORMAT_HELP = {
     "text-pairs": "text-to-text: source<TAB>target lines (.tsv/.txt, .gz allowed)",
     "sentences": "unlabelled text: one sentence per line (.txt/.gz file or directory)",
     "sentences-hashed": "as sentences, keeping the --split share by a hash of each sentence (90/5/5)",
+    "compression": "sentence compression TSV 'original<TAB>compressed' (+ deletion labels; last 1,025 rows = valid)",
 }
 
 

@@ -99,8 +99,9 @@ def perplexity(model, featurizer, examples: Sequence, batch_size: int = 64) -> D
 def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[List[int]]] = None,
              model=None, featurizer=None, batch_size: int = 64) -> Dict[str, float]:
     """Corpus scores against every reference; fact metrics for tables; plan metrics for
-    two-stage models on corpora with gold plans; perplexity when ``model`` reports it."""
-    from tablegen_tf.metrics import corpus_scores, fact_scores, plan_scores
+    two-stage models on corpora with gold plans; perplexity when ``model`` reports it;
+    extractive scores when every text example has deletion labels."""
+    from tablegen_tf.metrics import corpus_scores, extractive_scores, fact_scores, plan_scores
     from tablegen_tf.tokenizer import tokenize_batch
 
     missing = [e.example_id for e in examples if not e.all_references()[0].strip()]
@@ -111,6 +112,11 @@ def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[
     if examples and examples[0].form == "table":
         hypothesis_tokens = tokenize_batch(list(texts))
         scores.update(fact_scores(hypothesis_tokens, [e.values for e in examples], [e.fields for e in examples]))
+    if examples and examples[0].form == "text" and all(getattr(e, "labels", None) for e in examples):
+        # deletion-labelled sources (sentence compression): token F1, compression ratio, ROUGE-1/2/L
+        scores.update(extractive_scores([e.source_tokens for e in examples], [e.labels for e in examples],
+                                        tokenize_batch(list(texts)), [e.all_references()[0] for e in examples],
+                                        list(texts)))
     if plans is not None and any(e.content_plan for e in examples):
         scores.update(plan_scores(list(plans), [e.content_plan for e in examples]))
     if model is not None:

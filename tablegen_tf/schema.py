@@ -267,6 +267,25 @@ def copy_alignment(values: Sequence[str], target_tokens: Sequence[str]) -> List[
     return [positions.get(token, []) for token in target_tokens]
 
 
+def deletion_labels(source_tokens: Sequence[str], target_tokens: Sequence[str]) -> Optional[List[int]]:
+    """Per source token 1 (kept) or 0 (deleted) such that the kept tokens, in order, are
+    ``target_tokens``; None when the target is not a deletion of the source. Greedy
+    leftmost alignment, case-insensitive (a compression capitalises its new first word);
+    target tokens left over at the end may only be punctuation (an added final period)."""
+    lowered = [token.lower() for token in source_tokens]
+    labels, position = [0] * len(source_tokens), 0
+    for index, token in enumerate(target_tokens):
+        token = token.lower()
+        while position < len(lowered) and lowered[position] != token:
+            position += 1
+        if position == len(lowered):
+            rest = target_tokens[index:]
+            return labels if all(not any(ch.isalnum() for ch in t) for t in rest) else None
+        labels[position] = 1
+        position += 1
+    return labels
+
+
 def feature_spec() -> Dict[str, object]:
     """``tf.io`` parsing spec of a serialized example (used by the reader)."""
     spec: Dict[str, object] = {
@@ -295,6 +314,8 @@ def validate(example, needs_text: bool = True) -> Optional[str]:
     if isinstance(example, TextExample):
         if not example.source_tokens:
             return "empty source: no tokens"
+        if example.labels == [-1]:
+            return "the target is not a deletion-based compression (no subsequence of the source tokens)"
         if example.labels and len(example.labels) != len(example.source_tokens):
             return f"{len(example.labels)} labels for {len(example.source_tokens)} source tokens"
     elif not example.values:

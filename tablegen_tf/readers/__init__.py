@@ -20,6 +20,7 @@ _MODULES = {
     "text-pairs": "tablegen_tf.readers.text_pairs",
     "sentences": "tablegen_tf.readers.sentences",
     "sentences-hashed": "tablegen_tf.readers.sentences",
+    "compression": "tablegen_tf.readers.compression",
 }
 
 

@@ -65,6 +65,9 @@ class RawText:
     group_key: Optional[str] = None  # rows sharing one source merge on valid/test
     rows: int = 1
     labels: Optional[List[int]] = None  # per source token, when the corpus has them
+    # Deletion-based targets: the builder derives ``labels`` (1 = source token kept) by
+    # aligning the tokenized first target to the source as a subsequence.
+    deletion_labels: bool = False
 
     def serving_input(self) -> str:
         return self.source_text

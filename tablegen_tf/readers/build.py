@@ -46,9 +46,11 @@ def _references(raw: Raw, text_tokens) -> dict:
 
 def _text_example(raw: RawText, pieces) -> schema.TextExample:
     source_tokens, text_tokens = pieces[0], pieces[1:]
+    labels = list(raw.labels or [])
+    if raw.deletion_labels and text_tokens:
+        labels = schema.deletion_labels(source_tokens, text_tokens[0]) or [-1]  # -1: schema.validate rejects
     return schema.TextExample(example_id=raw.example_id, source=raw.source, source_text=raw.source_text,
-                              source_tokens=source_tokens, labels=list(raw.labels or []),
-                              **_references(raw, text_tokens))
+                              source_tokens=source_tokens, labels=labels, **_references(raw, text_tokens))
 
 
 def _table_example(table: RawTable, pieces) -> schema.TableExample:

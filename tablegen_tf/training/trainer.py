@@ -330,7 +330,10 @@ class Trainer:
             if max_seconds and time.time() - start >= max_seconds:
                 stopped = "max_minutes"
                 break
-            loss, tokens = train_step(iterator)
+            # tf.summary calls inside a family's loss go to logs/train every log_every steps
+            with self.writers["train"].as_default(step=self.step), tf.summary.record_if(
+                    lambda: tf.equal((self.step + 1) % log_every, 0)):
+                loss, tokens = train_step(iterator)
             self.step.assign_add(1)
             tokens_seen += int(tokens)
             window_tokens += int(tokens)

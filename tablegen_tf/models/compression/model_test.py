@@ -1,0 +1,146 @@
+"""Sentence compression (Miao & Blunsom 2016): equations, REINFORCE, stop-gradient, decoding."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tablegen_tf.config import DecodeConfig
+from tablegen_tf.constants import BOS_ID, EOS_ID
+from tablegen_tf.generation import decode_ids
+from tablegen_tf.models.compression.model import SentenceCompression, mixture_probs, reinforce_surrogate
+
+V = 30
+
+
+def tiny(objective="fsc", **kwargs):
+    tf.random.set_seed(0)
+    return SentenceCompression(V, objective, word_dim=8, hidden_size=8, attention_size=8, samples=2,
+                               baseline_hidden=4, **kwargs)
+
+
+def toy_batch():
+    rng = np.random.default_rng(0)
+    src = rng.integers(4, V, (3, 6)).astype(np.int32)
+    mask = np.ones((3, 6), bool)
+    mask[2, 4:] = False
+    src[2, 4:] = 0
+    labels = np.array([[1, 0, 1, 0, 0, 1], [0, 1, 1, 0, 0, 0], [-1] * 6], np.int32)
+    targets = [src[0, [0, 2, 5]], src[1, [1, 2]], src[2, [0, 1, 2]]]
+    t_in, t_out, t_mask = (np.zeros((3, 4), np.int32) for _ in range(3))
+    for b, t in enumerate(targets):
+        t_in[b, 0] = BOS_ID
+        t_in[b, 1:len(t) + 1] = t[:3]
+        t_out[b, :len(t)] = t
+        t_out[b, len(t)] = EOS_ID
+        t_mask[b, :len(t) + 1] = 1
+    copy = (t_out[:, :, None] == src[:, None, :]).astype(np.float32) * t_mask[:, :, None]
+    copy[t_out == EOS_ID] = 0
+    text = np.array([[f"w{i}" for i in row] for row in src])
+    return dict(source_ids=src, source_mask=mask, labels=labels, target_in=t_in, target_out=t_out,
+                target_mask=t_mask.astype(bool), copy_mask=copy, source_text=text)
+
+
+def test_eq21_mixture_on_a_hand_example():
+    # source "the cat sat", V = 4 words; t = 0.75; alpha over the 3 source positions
+    alpha = tf.constant([[0.5, 0.3, 0.2]])
+    beta = tf.constant([[0.1, 0.2, 0.3, 0.4]])
+    t = tf.constant([0.75])
+    probs = mixture_probs(alpha, beta, t).numpy()[0]
+    np.testing.assert_allclose(probs, [0.025, 0.05, 0.075, 0.1, 0.375, 0.225, 0.15], rtol=1e-6)
+    assert probs.sum() == pytest.approx(1.0)
+    # c_j = s_i (word 2 at source position 1): t alpha(i) + (1 - t) beta(c_j); c_j not in s: (1 - t) beta
+    assert probs[2] + probs[4 + 1] == pytest.approx(0.75 * 0.3 + 0.25 * 0.3)
+    assert probs[3] == pytest.approx(0.25 * 0.4)
+
+
+def test_training_nll_is_the_mixture_the_step_function_scores():
+    model = tiny(decoding="abstractive")
+    batch = toy_batch()
+    memory = model.encode(batch)
+    log_p, _ = model._fsc_token_log_probs(batch, memory)
+    step_fn = model.decoding_step_fn(memory)
+    state = model.initial_decoding_state(memory)
+    prev = tf.fill([3], BOS_ID)
+    # example 0 kept source positions 0, 2, 5: score the copy ids step by step
+    expected = []
+    for j, pos in enumerate([0, 2, 5]):
+        log_probs, state = step_fn(prev, j, state)
+        token = batch["source_ids"][0, pos]
+        p = np.exp(log_probs[0, V + pos].numpy()) + np.exp(log_probs[0, token].numpy())
+        expected.append(np.log(p))
+        prev = tf.constant([V + pos, V + 1, V + 0], tf.int32)
+    np.testing.assert_allclose(log_p[0, :3].numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_reinforce_gradient_of_a_toy_policy_matches_the_analytic_gradient():
+    logits = tf.Variable([0.3, -0.2, 0.5, 0.0])
+    reward = tf.constant([1.0, -2.0, 0.5, 3.0])
+    probs = tf.nn.softmax(logits)
+    # d E[f] / d logits = sum_a p(a) f(a) (onehot(a) - p)
+    analytic = (probs * reward - probs * tf.reduce_sum(probs * reward)).numpy()
+    actions = tf.random.stateless_categorical(logits[None], 200000, seed=[1, 2])[0]
+    with tf.GradientTape() as tape:
+        log_q = tf.gather(tf.nn.log_softmax(logits), actions)
+        signal = tf.gather(reward, actions)
+        loss = reinforce_surrogate(signal, tf.fill(tf.shape(signal), 0.7), log_q)  # any baseline b: unbiased
+    estimate = -tape.gradient(loss, logits).numpy()
+    np.testing.assert_allclose(estimate, analytic, atol=0.03)
+    assert np.abs(analytic).max() > 0.3  # the check can fail
+
+
+def test_reconstruction_gradient_does_not_reach_the_compressor_cell():
+    model = tiny("asc")
+    batch = toy_batch()
+    cell = [model.compressor.kernel, model.compressor.recurrent_kernel, model.compressor.bias]
+    c_ids = tf.constant(batch["source_ids"][:, :3])
+    with tf.GradientTape(persistent=True) as tape:
+        log_p = model.reconstruction_log_p(batch["source_ids"], batch["source_mask"], c_ids, tf.ones([3, 3], bool))
+        memory = model.encode(batch)
+        positions, tiled = model.sample_compressions(memory, 2)
+        log_q = model.compression_log_q(tiled, positions)
+    assert all(g is None for g in tape.gradient(log_p, cell))
+    assert all(g is not None for g in tape.gradient(log_p, model.decoder.trainable_variables))
+    assert all(g is not None for g in tape.gradient(log_q, cell))  # phi still trains the cell
+
+
+def test_samples_are_monotonic_and_end_once():
+    model = tiny("asc")
+    memory = model.encode(toy_batch())
+    positions, _ = model.sample_compressions(memory, 4)
+    lengths = [6, 6, 6, 6] * 2 + [4] * 4
+    for row, source_len in zip(positions.numpy(), lengths):
+        chosen = row[row >= 0]
+        assert (np.diff(chosen) > 0).all()
+        assert chosen[-1] == 6  # the end sentinel, once
+        assert (chosen[:-1] < source_len).all()
+
+
+@pytest.mark.parametrize("objective", ["fsc", "asc+fsc"])
+def test_every_objective_trains_every_variable_it_uses(objective):
+    model = tiny(objective)
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss_from_batch(toy_batch(), training=True)
+    grads = {v.path.split("/", 1)[1]: g for v, g in zip(model.trainable_variables,
+                                                         tape.gradient(loss, model.trainable_variables))}
+    assert np.isfinite(float(loss))
+    assert grads["compressor/kernel"] is not None
+    assert (grads["recon_w7/kernel"] is not None) == (objective != "fsc")
+    assert (grads["selection_m"] is not None) == (objective != "asc")
+
+
+def test_extractive_decoding_keeps_source_tokens_in_order():
+    model = tiny()
+    batch = toy_batch()
+    ids, lengths, _, _ = decode_ids(model, batch, DecodeConfig(beam_size=3, max_length=12))
+    for row, length, source_len in zip(ids.numpy(), lengths.numpy(), [6, 6, 4]):
+        row = row[:length]
+        assert row[-1] == EOS_ID
+        copies = row[:-1] - V
+        assert (copies >= 0).all() and (copies < source_len).all() and (np.diff(copies) > 0).all()
+
+
+def test_token_nll_counts_target_tokens_and_eos():
+    model = tiny()
+    nll, count = model.token_nll(toy_batch())
+    assert float(count) == 3 + 1 + 2 + 1 + 3 + 1
+    assert float(nll) > 0
