@@ -146,12 +146,17 @@ def _add_config(subparsers) -> None:
 def _run_config_show(args, _extra) -> int:
     import yaml
 
-    from tablegen_tf.config import load_config, parse_overrides
+    from tablegen_tf.config import ConfigError, load_config, parse_overrides
 
-    overrides = parse_overrides(args.overrides)
-    if args.model:
-        overrides.setdefault("model", {})["name"] = args.model
-    print(yaml.safe_dump(load_config(args.config, overrides).to_dict(), sort_keys=False), end="")
+    try:
+        overrides = parse_overrides(args.overrides)
+        if args.model:
+            overrides.setdefault("model", {})["name"] = args.model
+        config = load_config(args.config, overrides)
+    except ConfigError as error:
+        print(f"tablegen config show: error: {error}", file=sys.stderr)
+        return 2
+    print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
     return 0
 
 
@@ -398,13 +403,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(subparsers)
     _add_generate(subparsers)
     _add_export(subparsers)
-    for name in QUIET_COMMANDS:
+    _add_config(subparsers)
+    for name in QUIET_COMMANDS[:-1]:  # `config show` says nothing worth a -v
         subparsers.choices[name].add_argument(
             "-v", "--verbose", action="store_true",
             help="show every log line (TF, Beam, absl) on the console; by default they go only to the "
             "command's log file (prepare: OUTPUT/logs/prepare.log, train: OUT/logs/train.log, others: "
             "MODEL/logs/COMMAND.log)")
-    _add_config(subparsers)
     from serving.server import add_serve_parser
     from tfx_pipeline.cli import add_pipeline_parser
 
@@ -415,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands whose console shows only our lines, warnings and errors; everything else
 # (TF C++, Beam workers, absl) goes to their log file. `pipeline run` has its own.
-QUIET_COMMANDS = ("prepare", "train", "evaluate", "generate", "export")
+QUIET_COMMANDS = ("prepare", "train", "evaluate", "generate", "export", "models", "config")
 
 
 def _log_file(args) -> Optional[str]:
@@ -436,10 +441,11 @@ def _run_quietly(args, extra: List[str]) -> int:
     from tablegen_tf import logs
 
     log_file = _log_file(args)
-    with logs.session(args.verbose, log_file) as console, \
+    verbose = getattr(args, "verbose", False)
+    with logs.session(verbose, log_file) as console, \
             contextlib.redirect_stdout(console.out), contextlib.redirect_stderr(console.err):
         code = args.handler(args, extra)
-    if code and log_file and not args.verbose:
+    if code and log_file and not verbose:
         print(f"tablegen {args.command}: full log in {log_file}", file=sys.stderr)
     return code
 
