@@ -47,7 +47,9 @@ def trained(prepared, tmp_path_factory):
                            "--data", prepared, "--out", run, "--no-progress"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert '"steps": 30' in proc.stdout
+    assert proc.stdout.startswith("trained 30 steps in ")
+    with open(os.path.join(run, "train_result.json"), encoding="utf-8") as handle:
+        assert json.load(handle)["steps"] == 30
     import toy_family.model  # noqa: F401  (registers toy-copy in this process too)
 
     return run
