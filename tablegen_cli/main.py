@@ -455,9 +455,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "prepare":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.command in QUIET_COMMANDS:
-        return _run_quietly(args, extra)
-    return args.handler(args, extra)
+    try:
+        if args.command in QUIET_COMMANDS:
+            return _run_quietly(args, extra)
+        return args.handler(args, extra)
+    except BrokenPipeError:
+        # The reader went away (`tablegen models | head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
