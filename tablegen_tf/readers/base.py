@@ -13,7 +13,7 @@ import gzip
 import json
 import os
 import re
-from typing import Iterator, List, Optional, Union
+from typing import Iterator, List, Optional, Tuple, Union
 
 SPLITS = ("train", "valid", "test")
 
@@ -128,3 +128,11 @@ def open_maybe_gzip(path: str):
 def require_exists(path: str) -> None:
     if not os.path.exists(path):
         raise InputError(f"input not found: {path} (check --input)")
+
+
+def file_or_files_in(path: str, extensions: Tuple[str, ...]) -> List[str]:
+    """``[path]`` for a file; for a directory, its files ending in one of ``extensions``, sorted."""
+    require_exists(path)
+    if not os.path.isdir(path):
+        return [path]
+    return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(extensions))

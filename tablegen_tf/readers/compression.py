@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Iterator, List
 
-from tablegen_tf.readers.base import FormatReader, Parsed, RawText, Rejection, open_maybe_gzip, require_exists
+from tablegen_tf.readers.base import FormatReader, Parsed, RawText, Rejection, file_or_files_in, open_maybe_gzip
 
 HEADER = ("original", "compressed")
 VALID_ROWS = 1025  # ~2% of pairs are not deletions (dead letters): >= 1,000 valid examples remain
@@ -39,10 +39,7 @@ class CompressionReader(FormatReader):
     example_form = "text"
 
     def input_units(self, path: str, split: str) -> List[str]:
-        require_exists(path)
-        if not os.path.isdir(path):
-            return [path]
-        return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(_EXTENSIONS))
+        return file_or_files_in(path, _EXTENSIONS)
 
     def read(self, unit: str, split: str) -> Iterator[Parsed]:
         stem = os.path.basename(unit).split(".")[0]

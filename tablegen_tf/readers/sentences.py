@@ -18,7 +18,7 @@ import hashlib
 import os
 from typing import Iterator, List
 
-from tablegen_tf.readers.base import FormatReader, Parsed, RawText, Rejection, open_maybe_gzip, require_exists
+from tablegen_tf.readers.base import FormatReader, Parsed, RawText, Rejection, file_or_files_in, open_maybe_gzip
 
 _EXTENSIONS = (".txt", ".gz")
 
@@ -28,10 +28,7 @@ class SentencesReader(FormatReader):
     example_form = "text"
 
     def input_units(self, path: str, split: str) -> List[str]:
-        require_exists(path)
-        if not os.path.isdir(path):
-            return [path]
-        return sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(_EXTENSIONS))
+        return file_or_files_in(path, _EXTENSIONS)
 
     def read(self, unit: str, split: str) -> Iterator[Parsed]:
         stem = os.path.basename(unit).split(".")[0]
