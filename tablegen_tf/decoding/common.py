@@ -100,3 +100,18 @@ def mask_after_length(ids, lengths, pad_id: int):
     """ids [..., T], lengths [...] -> ids with positions >= length set to pad_id."""
     positions = tf.range(tf.shape(ids)[-1])
     return tf.where(positions < lengths[..., None], ids, tf.cast(pad_id, ids.dtype))
+
+
+def copied_word_ids(ids, source_word_ids, vocab_size: int):
+    """Extended ids -> the word ids a decoder feeds back (CONTRACT.md: an id >= V copies
+    source item ``id - V``, so it becomes that item's word id; <unk> for an OOV item).
+
+    ids: [N] or [N, T]; source_word_ids: [N, S] (S may be 0: the padding column gathers).
+    """
+    padded = tf.pad(source_word_ids, [[0, 0], [0, 1]])
+    item = tf.clip_by_value(ids - vocab_size, 0, tf.maximum(tf.shape(source_word_ids)[1] - 1, 0))
+    if ids.shape.rank == 1:
+        copied = tf.gather(padded, item[:, None], batch_dims=1)[:, 0]
+    else:
+        copied = tf.gather(padded, item, batch_dims=1)
+    return tf.where(ids >= vocab_size, copied, ids)

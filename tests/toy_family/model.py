@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from tablegen_tf.constants import MASKED_LOGIT, NEG_INF
 from tablegen_tf.data.text_featurizer import TextFeaturizer
+from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.models import GenerationModel, register_model
 
 
@@ -84,9 +85,7 @@ class ToyCopy(GenerationModel):
 
     def decoding_step_fn(self, memory):
         def step_fn(prev_ids, step, state):
-            position = tf.clip_by_value(prev_ids - self.word_vocab_size, 0, tf.shape(memory["source_ids"])[1] - 1)
-            copied = tf.gather(memory["source_ids"], position[:, None], batch_dims=1)[:, 0]
-            ids = tf.where(prev_ids >= self.word_vocab_size, copied, prev_ids)
+            ids = copied_word_ids(prev_ids, memory["source_ids"], self.word_vocab_size)
             vocab, copy, state = self._step(self.embedding(ids), state, memory)
             probs = tf.concat([vocab, copy], axis=1)  # [N, V + S]
             return tf.where(probs > 0, tf.math.log(tf.maximum(probs, 1e-30)), NEG_INF), state

@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from tablegen_tf.constants import BOS_ID, EOS_ID, MASKED_LOGIT, NEG_INF, PAD_ID, UNK_ID
 from tablegen_tf.data.text_featurizer import TextFeaturizer
+from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.models.base import GenerationModel
 from tablegen_tf.models.compression.lm import CompressionLM
 from tablegen_tf.models.registry import register_model
@@ -208,10 +209,7 @@ class SentenceCompression(GenerationModel):
 
     def _word_inputs(self, prev_ids, source_ids):
         """Previous extended ids -> word ids (a copy id V + i -> source token i's id)."""
-        position = tf.clip_by_value(prev_ids - self.word_vocab_size, 0, tf.maximum(tf.shape(source_ids)[-1] - 1, 0))
-        padded = tf.pad(source_ids, [[0, 0], [0, 1]])
-        copied = tf.gather(padded, position, batch_dims=1)
-        return tf.where(prev_ids >= self.word_vocab_size, copied, prev_ids)
+        return copied_word_ids(prev_ids, source_ids, self.word_vocab_size)
 
     # ------------------------------------------------------------------ FSC (eq. 22)
 

@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from tablegen_tf.constants import MASKED_LOGIT, NEG_INF
 from tablegen_tf.data.table_featurizer import TableFeaturizer
+from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.content_selection import ContentSelectionGate
 from tablegen_tf.layers.initial_state import EntityMeanInitialState
 from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, masked_mean
@@ -316,9 +317,7 @@ class EncDec(GenerationModel):
 
     def feedback_ids(self, prev_ids, record_value):
         """Extended id V + r -> record r's value id (<unk> when OOV)."""
-        record = tf.clip_by_value(prev_ids - self.word_vocab_size, 0, tf.shape(record_value)[1] - 1)
-        copied = tf.gather(record_value, record[:, None], batch_dims=1)[:, 0]
-        return tf.where(prev_ids >= self.word_vocab_size, copied, prev_ids)
+        return copied_word_ids(prev_ids, record_value, self.word_vocab_size)
 
     def _extended_log_probs(self, h_tilde, context, inputs, memory, copy_keys, num_records):
         vocab_log_probs = tf.nn.log_softmax(tf.cast(self.output_projection(h_tilde), tf.float32))

@@ -43,6 +43,7 @@ import tensorflow as tf
 from tablegen_tf.config import ConfigError
 from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
+from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.joint_copy import masked_mean, scatter_rows
 from tablegen_tf.models.base import GenerationModel
 from tablegen_tf.models.order_planning.layers import (
@@ -313,9 +314,7 @@ class OrderPlanning(GenerationModel):
 
     def feedback_ids(self, prev_ids, record_value):
         """Extended id V + i -> table token i's word id (<unk> when OOV)."""
-        token = tf.clip_by_value(prev_ids - self.word_vocab_size, 0, tf.shape(record_value)[1] - 1)
-        copied = tf.gather(record_value, token[:, None], batch_dims=1)[:, 0]
-        return tf.where(prev_ids >= self.word_vocab_size, copied, prev_ids)
+        return copied_word_ids(prev_ids, record_value, self.word_vocab_size)
 
     # === Visualisation ===
 

@@ -1,0 +1,26 @@
+"""copied_word_ids: the decoding contract's copy ids become the copied item's word id."""
+
+import numpy as np
+import tensorflow as tf
+
+from tablegen_tf.decoding.common import copied_word_ids
+
+VOCAB = 10
+
+
+def test_copy_ids_become_source_word_ids_rank_1():
+    source = tf.constant([[4, 7, 9], [3, 1, 2]])
+    ids = tf.constant([VOCAB + 1, 5])  # copy item 1 of row 0; plain word 5 in row 1
+    np.testing.assert_array_equal(copied_word_ids(ids, source, VOCAB).numpy(), [7, 5])
+
+
+def test_copy_ids_become_source_word_ids_rank_2():
+    source = tf.constant([[4, 7, 9]])
+    ids = tf.constant([[VOCAB + 2, 3, VOCAB + 0]])
+    np.testing.assert_array_equal(copied_word_ids(ids, source, VOCAB).numpy(), [[9, 3, 4]])
+
+
+def test_out_of_range_copy_is_clipped_and_empty_source_is_safe():
+    np.testing.assert_array_equal(copied_word_ids(tf.constant([VOCAB + 99]), tf.constant([[4, 7]]), VOCAB).numpy(), [7])
+    empty = tf.zeros([1, 0], tf.int32)
+    np.testing.assert_array_equal(copied_word_ids(tf.constant([VOCAB + 1]), empty, VOCAB).numpy(), [0])
