@@ -41,11 +41,12 @@ def measure(train_dir: str, overrides: dict, steps: int, warmup: int) -> dict:
     from tablegen_tf.config import load_config
     from tablegen_tf.training.trainer import Trainer
 
-    config = load_config("e2e", {"data": {"train": train_dir, "valid": None, "batch_size": 64}})
+    values = {"data": {"train": train_dir, "valid": None, "batch_size": 64},
+              "model": {"name": "encdec-copy", "hidden_size": 256, "word_dim": 256, "value_dim": 256}}
     for dotted, value in overrides.items():
         section, key = dotted.split(".")
-        config[section][key] = value
-    config["model"].update(hidden_size=256, word_dim=256, value_dim=256)
+        values.setdefault(section, {})[key] = value
+    config = load_config("e2e", values)
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(config, out)
         dataset = trainer.dataset(train_dir, training=True).repeat()

@@ -33,6 +33,12 @@ FORMAT_HELP = {
 }
 
 
+def _format_help(name: str) -> str:
+    if name in FORMAT_HELP:
+        return FORMAT_HELP[name]
+    return f"the references of {name.rsplit('-', 1)[0]} as sentences (language models)"
+
+
 def _add_prepare(subparsers) -> None:
     parser = subparsers.add_parser(
         "prepare",
@@ -44,7 +50,7 @@ def _add_prepare(subparsers) -> None:
             "arguments are Beam pipeline options (e.g. --runner=DataflowRunner --project=... "
             "--region=... --temp_location=gs://...); the default is the DirectRunner with "
             "2 worker processes.\n\nformats:\n"
-            + "\n".join(f"  {name:20s}{FORMAT_HELP.get(name, '')}" for name in format_names())
+            + "\n".join(f"  {name:26s}{_format_help(name)}" for name in format_names())
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
