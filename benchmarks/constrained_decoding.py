@@ -9,8 +9,11 @@ content words of the reference), and for the phrase settings a 2-token phrase of
 reference the unconstrained output does not contain. A constraint the model cannot emit
 (neither in its vocabulary nor in the input) is *refused*: the SavedModel answers it with
 INVALID_ARGUMENT, so those rows are counted apart ("refused") and decoded without that
-constraint. Satisfaction of the rest is checked on the detokenized output, independently of
-the search's own flag (a phrase must appear as contiguous tokens), and both are printed. Time: wall clock of the whole set after one warm-up batch per
+constraint. Satisfaction of the rest is checked independently of the search's own flag, on
+the output's tokens (resolved copies, before detokenization) against each constraint
+tokenized by the model's tokenizer: a phrase must appear as contiguous tokens. (Re-tokenizing
+the detokenized text would not do: "family - friendly" detokenizes to "family-friendly",
+which the text tokenizer keeps whole, so a met "family" would look missed.) Time: wall clock of the whole set after warm-up batches per
 setting, beam ``--beam``, the same batches; ``--legacy FILE`` also runs another
 ``constrained_beam_search`` implementation (e.g. the previous one from git) for comparison.
 """
@@ -28,6 +31,7 @@ import tensorflow as tf
 from tablegen_tf import inference
 from tablegen_tf.constants import BOS_ID, EOS_ID, UNK_ID
 from tablegen_tf.decoding.constrained import constrained_beam_search
+from tablegen_tf.data.featurizer import ids_to_tokens
 from tablegen_tf.generation import _forbid, decode_ids
 from tablegen_tf.metrics import corpus_scores
 from tablegen_tf.tokenizer import tokenize_batch
@@ -101,7 +105,9 @@ def main(argv=None) -> int:
         ids, lengths, _, satisfied = constrained_beam_search(
             step_fn, start, model.initial_decoding_state(memory), constraints, args.beam, decode.max_length,
             EOS_ID, length_penalty=decode.length_penalty, continues=continues)
-        return featurizer.output_text(batch, ids, lengths), satisfied, tf.reduce_any(unknown, axis=1)
+        tokens = ids_to_tokens(ids, lengths, featurizer.vocabs.words, featurizer.copy_texts(batch))
+        return (featurizer.output_text(batch, ids, lengths), satisfied, tf.reduce_any(unknown, axis=1),
+                tf.strings.reduce_join(tokens, axis=1, separator=" "))
 
     legacy_search = None
     if args.legacy:
@@ -122,19 +128,21 @@ def main(argv=None) -> int:
         return featurizer.output_text(batch, ids, lengths)
 
     def run(fn, per_batch_inputs=None):
-        """-> (texts, seconds, the search's flags or None, refused rows or None)."""
-        fn(batches[0], *(per_batch_inputs[0] if per_batch_inputs else ()))  # warm-up (tracing)
-        texts, flags, refused, start = [], [], [], time.perf_counter()
+        """-> (texts, seconds, the search's flags, refused rows, output tokens) (None when not constrained)."""
+        for i in sorted({0, 1, len(batches) - 1} & set(range(len(batches)))):  # warm-up: tracing, and
+            fn(batches[i], *(per_batch_inputs[i] if per_batch_inputs else ()))  # the relaxed retrace
+        texts, flags, refused, tokens, start = [], [], [], [], time.perf_counter()
         for i, batch in enumerate(batches):
             out = fn(batch, *(per_batch_inputs[i] if per_batch_inputs else ()))
-            text, flag, unknown = out if isinstance(out, tuple) else (out, None, None)
+            text, flag, unknown, joined = out if isinstance(out, tuple) else (out, None, None, None)
             texts.extend(t.decode("utf-8") for t in text.numpy())
             if flag is not None:
                 flags.extend(flag.numpy().tolist())
                 refused.extend(unknown.numpy().tolist())
-        return texts, time.perf_counter() - start, flags or None, refused or None
+                tokens.extend(t.decode("utf-8").split(" ") for t in joined.numpy())
+        return texts, time.perf_counter() - start, flags or None, refused or None, tokens or None
 
-    base_texts, base_seconds, _, _ = run(plain)
+    base_texts, base_seconds, _, _, _ = run(plain)
     base_tokens = tokenize_batch(base_texts, trained.config.tokenizer)
     results = {"unconstrained": {"bleu": corpus_scores(base_texts, references)["bleu"], "seconds": base_seconds}}
     settings = {"1 word": (1, 0), "3 words": (3, 0), "1 phrase + 2 words": (2, 1)}
@@ -148,10 +156,11 @@ def main(argv=None) -> int:
         for label, fn in (("dba", constrained), ("legacy", legacy if legacy_search else None)):
             if fn is None or (label == "legacy" and phrases):
                 continue
-            texts, seconds, flags, refused = run(fn, inputs)
+            texts, seconds, flags, refused, out_tokens = run(fn, inputs)
             refused = refused or [False] * len(texts)
-            out_tokens = tokenize_batch(texts, trained.config.tokenizer)
-            met = [all(contains(o, p.split()) for p in c) for o, c in zip(out_tokens, chosen)]
+            out_tokens = out_tokens or tokenize_batch(texts, trained.config.tokenizer)
+            met = [all(contains(o, p) for p in tokenize_batch([p for p in c if p], trained.config.tokenizer))
+                   for o, c in zip(out_tokens, chosen)]
             kept = [i for i, r in enumerate(refused) if not r]
             row = {"constraints": sum(len(c) for c in chosen), "refused_rows": sum(refused),
                    "satisfied": sum(met[i] for i in kept) / max(len(kept), 1),

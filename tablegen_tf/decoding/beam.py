@@ -10,7 +10,11 @@ tf-addons' BeamSearchDecoder, re-implemented on core ops):
   continuation, pad_id with log-prob 0, so it keeps its score and competes as is;
 * the top K by (length-normalised) score survive; states are reordered with tf.gather,
   tokens and parent pointers go to TensorArrays and are backtracked at the end;
-* the loop stops when every beam is finished (or dead, i.e. -inf) or at max_length.
+* the loop stops when every beam is finished (or dead, i.e. -inf) or at max_length;
+  when only the best hypothesis is wanted and there is no length penalty, also when
+  every unfinished beam scores below the best finished one: log-probs are <= 0, so its
+  descendants can only fall further and the best hypothesis is already final (exact:
+  the same output as running on, tested).
 """
 
 from __future__ import annotations
@@ -76,14 +80,20 @@ def beam_search(
     return run_beam_search(
         step_fn, start_ids, initial_state, beam_size, max_length, end_id,
         length_penalty, return_all_beams, pad_id, BeamHooks(),
+        stop_when_best_is_final=not return_all_beams,
     )[:3]
 
 
 def run_beam_search(
     step_fn, start_ids, initial_state, beam_size, max_length, end_id,
-    length_penalty, return_all_beams, pad_id, hooks,
+    length_penalty, return_all_beams, pad_id, hooks, stop_when_best_is_final=False,
 ):
-    """Shared loop; returns (ids, lengths, scores, extra) with extra nested [B, K, ...]."""
+    """Shared loop; returns (ids, lengths, scores, extra) with extra nested [B, K, ...].
+
+    ``stop_when_best_is_final``: the caller only uses the best finished hypothesis, so the
+    loop may stop once no unfinished beam can overtake it (only exact without a length
+    penalty, so ignored otherwise)."""
+    prune = stop_when_best_is_final and isinstance(length_penalty, (int, float)) and length_penalty == 0
     start_ids = tf.convert_to_tensor(start_ids, tf.int32)
     max_length = tf.convert_to_tensor(max_length, tf.int32)
     batch_size = tf.shape(start_ids)[0]
@@ -91,6 +101,9 @@ def run_beam_search(
 
     def cond(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta):
         done = finished | tf.equal(cum, common.NEG_INF)  # dead beams never finish
+        if prune:
+            best_final = tf.reduce_max(tf.where(finished, cum, common.NEG_INF), axis=1, keepdims=True)
+            done |= cum < best_final
         return (t < max_length) & ~tf.reduce_all(done)
 
     def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta):

@@ -202,3 +202,32 @@ def test_length_penalty_may_be_a_tensor():
         expected = run(3, table, [START, 4], 6, alpha)
         for got, want in zip(decode(tf.constant(alpha)), expected):
             np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_best_only_stops_early_and_returns_the_same_best(seed):
+    # return_all_beams=False may stop once no unfinished beam can overtake the best
+    # finished one; the best hypothesis and its score must equal running on.
+    table = random_table(seed, vocab=8, peak=1.0)
+    table[:, :, END] = np.log(0.3)  # ends are likely but not certain: the beams part ways
+    starts = [START, 4, 5, 6]
+    all_ids, all_lengths, all_scores = run(4, table, starts, 30, all_beams=True)
+    ids, lengths, scores = run(4, table, starts, 30, all_beams=False)
+    for row in range(len(starts)):
+        assert hypothesis(ids[row], lengths[row]) == hypothesis(all_ids[row, 0], all_lengths[row, 0])
+    np.testing.assert_array_equal(scores, all_scores[:, 0])
+    assert ids.shape[-1] <= all_ids.shape[-1]
+
+
+def test_best_only_stops_when_the_best_is_final():
+    # <s> -> </s> (p 0.5) is final after one step; the other beams loop on with p 0.5 ->
+    # below it at once, so the search stops at step 1 instead of max_length.
+    vocab = 6
+    table = np.full((vocab, vocab, vocab), np.log(1e-6), np.float32)
+    table[:, START, END], table[:, START, 4] = np.log(0.5), np.log(0.5 - 1e-5)
+    table[:, 4, 4] = np.log(1.0 - 1e-5)
+    table[:, END, END] = 0.0
+    ids, lengths, _ = run(3, table, [START], 40, all_beams=False)
+    assert hypothesis(ids[0], lengths[0]) == (END,) and ids.shape[-1] == 1
+    all_ids, _, _ = run(3, table, [START], 40, all_beams=True)
+    assert all_ids.shape[-1] == 40  # running on: the looping beams never finish

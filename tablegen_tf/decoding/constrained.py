@@ -169,9 +169,11 @@ def constrained_beam_search(
     constraints = tf.concat([constraints, pad_slot], 1)
     continues = tf.concat([continues, tf.zeros_like(pad_slot, tf.bool)], 1)
     hooks = _DynamicBeamAllocation(constraints, continues, end_id)
+    # Early stop is exact here too: a beam can only finish once it meets every constraint,
+    # and the best finished beam is rank 0 of the top bank, so it is never dropped.
     ids, lengths, scores, (met, _) = beam.run_beam_search(
         step_fn, start_ids, initial_state, beam_size, max_length, end_id,
-        length_penalty, True, pad_id, hooks,
+        length_penalty, True, pad_id, hooks, stop_when_best_is_final=not return_all_beams,
     )
     satisfied = tf.reduce_all(met, axis=-1)  # [B, K]
     # Best first: satisfied before unsatisfied, then by score (stable sorts keep beam order on ties).

@@ -131,3 +131,17 @@ def test_unsatisfiable_within_max_length_is_flagged_and_not_ended():
     assert not satisfied.any()
     assert (lengths == 2).all() and END not in ids[0].ravel()
     assert np.isfinite(scores).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_best_only_equals_the_best_of_all_beams(seed):
+    # Best-only decoding stops early (beam.py); it must return what running on returns.
+    table = unlikely(random_table(seed, vocab=8, width=9), [5, 8])
+    table[:, :, END] = np.log(0.3)
+    starts, constraints = [START, 4, 6], [[5, 8], [8, -1], [5, 5]]
+    ids, lengths, scores, satisfied = run(4, table, starts, constraints, 25)
+    all_ids, all_lengths, all_scores, all_satisfied = run(4, table, starts, constraints, 25, all_beams=True)
+    for row in range(len(starts)):
+        assert list(ids[row, :lengths[row]]) == list(all_ids[row, 0, :all_lengths[row, 0]])
+    np.testing.assert_array_equal(scores, all_scores[:, 0])
+    np.testing.assert_array_equal(satisfied, all_satisfied[:, 0])
