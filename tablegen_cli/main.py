@@ -274,6 +274,9 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
     parser.add_argument("--beam-size", "--beam", type=int, default=None)
     parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--length-penalty", type=float, default=None,
+                        help="GNMT length penalty alpha for beam search (local --model only; default: the "
+                             "model's decode.length_penalty, 0); > 0 favours longer outputs")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=30.0, help="gRPC deadline per request (seconds)")
     tls = parser.add_argument_group("TLS (with --server; like TF Serving's --ssl_config_file on the server)")
@@ -301,12 +304,19 @@ def _local_generation(args, needs_text: bool):
     examples, unbuilt = inference.build(raws, trained.config.tokenizer, needs_text=needs_text)
     for rejection in rejected + unbuilt:
         print(f"rejected {rejection.file}:{rejection.line}: {rejection.reason}", file=sys.stderr)
-    decode = dataclasses.replace(trained.config.decode, **{k: v for k, v in (
-        ("beam_size", args.beam_size), ("max_length", args.max_length)) if v})
+    decode = dataclasses.replace(trained.config.decode, **_decode_overrides(args))
     texts, plans = inference.generate_texts_and_plans(
         trained.model, trained.featurizer, examples, decode, args.batch_size)
     args.trained = trained  # evaluate scores the model's perplexity too
     return examples, texts, plans, len(raws) + len(rejected)
+
+
+def _decode_overrides(args) -> dict:
+    """decode config fields the command line sets (evaluate has no --length-penalty)."""
+    overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
+    if getattr(args, "length_penalty", None) is not None:
+        overrides["length_penalty"] = args.length_penalty
+    return overrides
 
 
 def _report_shortfall(command: str, written: int, read: int) -> int:
@@ -346,7 +356,7 @@ def _run_generate(args, _extra) -> int:
     if args.word and args.model:
         from tablegen_tf.inference import generate_around
 
-        lines = generate_around(args.model, args.word, args.beam_size, args.max_length)
+        lines = generate_around(args.model, args.word, args.beam_size, args.max_length, args.length_penalty)
         _write_lines(args.output, lines) if args.output else print("\n".join(lines))
         return 0
     if not (args.format and args.input and args.output):

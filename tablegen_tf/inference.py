@@ -126,14 +126,17 @@ def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[
 
 
 def generate_around(run_dir: str, words: Sequence[str], beam_size: Optional[int] = None,
-                    max_length: Optional[int] = None) -> List[str]:
+                    max_length: Optional[int] = None, length_penalty: Optional[float] = None) -> List[str]:
     """Sentences around given words with a run's ``generate_around`` serving signature
     (families that take a word, e.g. language models; GenerationModel.serving_signatures)."""
     from tablegen_tf.export import ServingModule
     from tablegen_tf.training.trainer import load_trained
 
     trained = load_trained(run_dir)
-    signatures = trained.model.serving_signatures(ServingModule(trained.model, trained.featurizer, trained.config))
+    config = trained.config
+    if length_penalty is not None:
+        config = dataclasses.replace(config, decode=dataclasses.replace(config.decode, length_penalty=length_penalty))
+    signatures = trained.model.serving_signatures(ServingModule(trained.model, trained.featurizer, config))
     if "generate_around" not in signatures:
         raise ValueError(f"model {trained.family.name!r} has no generate_around signature (--word needs one)")
     out = signatures["generate_around"](tf.constant(list(words)), tf.constant(beam_size or trained.config.decode.beam_size),
