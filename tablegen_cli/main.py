@@ -54,7 +54,8 @@ def _add_prepare(subparsers) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--format", required=True, choices=format_names(), help="input format (see `tablegen prepare --help`)")
+    parser.add_argument("--format", required=True, choices=format_names(), metavar="FORMAT",
+                        help="input format: one of the formats listed by `tablegen prepare --help`")
     parser.add_argument("--input", required=True, help="input file or directory")
     parser.add_argument("--output", required=True, help="output directory (local path or gs://...)")
     parser.add_argument(
@@ -231,7 +232,8 @@ def _run_train(args, _extra) -> int:
 
 def _add_inference_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
-    parser.add_argument("--format", required=True, choices=format_names(), help="input format (see `tablegen prepare --help`)")
+    parser.add_argument("--format", required=True, choices=format_names(), metavar="FORMAT",
+                        help="input format: one of the formats listed by `tablegen prepare --help`")
     parser.add_argument("--input", required=True, help="input file or directory")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
     parser.add_argument("--beam-size", type=int, default=None, help="beam size (default: the run's decode config)")
@@ -267,7 +269,8 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--model", default=None, help="run directory written by `tablegen train`")
     parser.add_argument("--server", default=None, help="HOST:PORT of a TF Serving gRPC endpoint")
     parser.add_argument("--model-name", default=None, help="served model name (with --server)")
-    parser.add_argument("--format", choices=format_names(), help="input format (see `tablegen prepare --help`)")
+    parser.add_argument("--format", choices=format_names(), metavar="FORMAT",
+                        help="input format: one of the formats listed by `tablegen prepare --help`")
     parser.add_argument("--input", help="input file or directory")
     parser.add_argument("--word", action="append", default=[], help="a sentence around this word (repeatable; "
                         "families with a `generate_around` signature); prints to stdout without --output")
