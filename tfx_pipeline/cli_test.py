@@ -56,5 +56,21 @@ def test_default_config_and_overrides(tmp_path):
     assert [s.merges for s in loaded.splits] == [False, True]
     assert loaded.push_directory.endswith(os.path.join("runs", "serving", "tablegen-e2e"))
     assert loaded.metadata_path == os.path.join(loaded.root, "metadata.sqlite")
+    from tablegen_tf.config import load_config
+
+    trained = load_config(loaded.trainer["corpus"], loaded.trainer["config"])
+    assert trained.model.name == "encdec-copy" and trained.model.hidden_size == 128
     cloud = config.for_kubeflow(loaded)
     assert cloud.root.startswith("gs://") and cloud.input_base.startswith("gs://")
+
+
+def test_a_pipeline_config_may_name_any_family(tmp_path):
+    # The default's encdec sizes sit under models.encdec, so naming another family does not
+    # drag encdec keys into its model section.
+    from tablegen_tf.config import load_config
+
+    user = tmp_path / "p.yaml"
+    user.write_text("trainer: {config: {model: {name: table-nlm, hidden_units: 64}}}\n")
+    loaded = config.load(str(user))
+    trained = load_config(loaded.trainer["corpus"], loaded.trainer["config"])
+    assert trained.model.name == "table-nlm" and trained.model.hidden_units == 64
