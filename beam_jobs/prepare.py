@@ -12,22 +12,23 @@ Runs on any Beam runner; standard pipeline options pass through unchanged.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import time
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from tablegen_tf.readers import get_reader
 from tablegen_tf.readers.base import InputError, Raw, Rejection
-from beam_jobs import summaries
+from beam_jobs import running_counts, summaries
 
 NAMESPACE = "tablegen.prepare"
 EXAMPLES_PREFIX = "examples"
@@ -54,21 +55,27 @@ class PrepareError(RuntimeError):
 class ReadUnit(beam.DoFn):
     """Runs a format reader over one input unit (file or file set)."""
 
-    def __init__(self, format_name: str, split: str):
+    def __init__(self, format_name: str, split: str, counts_dir: Optional[str] = None):
         self._format_name = format_name
         self._split = split
+        self._counts_dir = counts_dir  # running counts for the launcher (running_counts.py)
         self._rows = Metrics.counter(NAMESPACE, "rows_read")
 
     def setup(self):
         self._reader = get_reader(self._format_name)
+        self._heartbeat = running_counts.Heartbeat(self._counts_dir)
 
     def process(self, unit: str):
         for parsed in self._reader.read(unit, self._split):
             self._rows.inc(parsed.rows)
+            self._heartbeat.add("read", parsed.rows)
             if isinstance(parsed, Rejection):
                 yield beam.pvalue.TaggedOutput("rejected", parsed)
             else:
                 yield parsed
+
+    def finish_bundle(self):
+        self._heartbeat.flush()
 
 
 class MergeReferences(beam.PTransform):
@@ -104,8 +111,9 @@ def _source_order(source: str):
 class BuildExamples(beam.DoFn):
     """Tokenizes a batch of raw tables with the one TF tokenizer and builds examples."""
 
-    def __init__(self, lowercase: bool):
+    def __init__(self, lowercase: bool, counts_dir: Optional[str] = None):
         self._lowercase = lowercase
+        self._counts_dir = counts_dir
         self._written = Metrics.counter(NAMESPACE, "examples_written")
         self._rows_written = Metrics.counter(NAMESPACE, "rows_written")
 
@@ -114,6 +122,10 @@ class BuildExamples(beam.DoFn):
         from tablegen_tf.tokenizer import TokenizerConfig
 
         self._tokenizer_config = TokenizerConfig(lowercase=self._lowercase)
+        self._heartbeat = running_counts.Heartbeat(self._counts_dir)
+
+    def finish_bundle(self):
+        self._heartbeat.flush()
 
     def process(self, tables: Sequence[Raw]):
         from tablegen_tf.readers.build import build_examples
@@ -126,10 +138,12 @@ class BuildExamples(beam.DoFn):
             self._written.inc()
             self._rows_written.inc(table.rows)
             yield example.serialize()
+        self._heartbeat.add("written", len(examples))
         yield beam.pvalue.TaggedOutput("summaries", summary)
 
 
-def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig) -> None:
+def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig, counts_dir: Optional[str] = None) -> None:
+    """``counts_dir``: a local directory for running counts (DirectRunner only; running_counts.py)."""
     reader = get_reader(config.format)
     units_list = reader.input_units(config.input, config.split)  # raises InputError early
     # Parallelism: several units are spread over the workers before reading;
@@ -137,7 +151,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig) -> None:
     units = pipeline | "InputUnits" >> beam.Create(units_list)
     if len(units_list) > 1:
         units = units | "SpreadUnits" >> beam.Reshuffle()
-    parsed = units | "Read" >> beam.ParDo(ReadUnit(config.format, config.split)).with_outputs(
+    parsed = units | "Read" >> beam.ParDo(ReadUnit(config.format, config.split, counts_dir)).with_outputs(
         "rejected", main="tables"
     )
     tables = parsed.tables
@@ -148,7 +162,7 @@ def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig) -> None:
     built = (
         tables
         | "Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=config.batch_size)
-        | "Build" >> beam.ParDo(BuildExamples(config.lowercase)).with_outputs(
+        | "Build" >> beam.ParDo(BuildExamples(config.lowercase, counts_dir)).with_outputs(
             "rejected", "summaries", main="examples"
         )
     )
@@ -189,6 +203,12 @@ def _counter(result, name: str) -> int:
     return total
 
 
+def _runs_locally(beam_args: List[str]) -> bool:
+    """The DirectRunner's workers share this machine's disk (default_runner_args' choice)."""
+    runner = PipelineOptions(beam_args).view_as(StandardOptions).runner
+    return runner in (None, "DirectRunner", "direct", "BundleBasedDirectRunner", "SwitchingDirectRunner")
+
+
 def default_runner_args(beam_args: List[str]) -> List[str]:
     """DirectRunner with 2 worker processes unless the user chose otherwise."""
     joined = " ".join(beam_args)
@@ -202,14 +222,18 @@ def default_runner_args(beam_args: List[str]) -> List[str]:
     return beam_args + extra
 
 
-def run(config: PrepareConfig, beam_args: Optional[List[str]] = None) -> Dict[str, int]:
-    """Runs the job and returns the counts {read, written, rejected}."""
-    options = PipelineOptions(default_runner_args(list(beam_args or [])))
+def run(config: PrepareConfig, beam_args: Optional[List[str]] = None,
+        on_counts: Optional[Callable[[Dict[str, int]], None]] = None) -> Dict[str, int]:
+    """Runs the job and returns the counts {read, written, rejected}. ``on_counts`` gets
+    running counts {read, written} about once a second while it runs (DirectRunner)."""
+    args = default_runner_args(list(beam_args or []))
     start = time.time()
-    pipeline = beam.Pipeline(options=options)
-    build_pipeline(pipeline, config)
-    result = pipeline.run()
-    result.wait_until_finish()
+    watching = on_counts is not None and _runs_locally(args)
+    with running_counts.Watcher(on_counts) if watching else contextlib.nullcontext() as watcher:
+        pipeline = beam.Pipeline(options=PipelineOptions(args))
+        build_pipeline(pipeline, config, watcher.directory if watching else None)
+        result = pipeline.run()
+        result.wait_until_finish()
     counts = {
         "read": _counter(result, "rows_read"),
         "written": _counter(result, "examples_written"),

@@ -91,3 +91,33 @@ def test_corrupted_lines_go_to_dead_letter_and_nothing_is_lost(tmp_path):
 def test_missing_input_is_a_one_line_error(tmp_path):
     with pytest.raises(InputError):
         prepare.run(_config("wikibio", str(tmp_path / "nope"), tmp_path / "out", "train"), IN_PROCESS)
+
+
+def test_running_counts_reach_the_launcher_and_leave_nothing_behind(tmp_path, monkeypatch):
+    # The DoFns' heartbeat files are summed on a thread while the job runs, once more at
+    # the end; the directory is removed.
+    import tempfile
+
+    from beam_jobs import running_counts
+
+    monkeypatch.setattr(running_counts, "WRITE_EVERY_SECONDS", 0.0)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    os.makedirs(tmp_path / "tmp")
+    seen = []
+    counts = prepare.run(_config("e2e", os.path.join(FIXTURES, "e2e", "devset.csv"), tmp_path / "out", "train"),
+                         IN_PROCESS, on_counts=lambda totals: seen.append(totals))
+    assert seen and seen[-1] == {"read": counts["read"], "written": counts["written"]}  # the last call is final
+    assert [name for name in os.listdir(tmp_path / "tmp") if name.startswith("tablegen-counts-")] == []
+
+
+def test_heartbeat_files_sum_and_survive_a_vanished_directory(tmp_path):
+    from beam_jobs import running_counts
+
+    first, second = running_counts.Heartbeat(str(tmp_path)), running_counts.Heartbeat(str(tmp_path))
+    first.add("read", 3)
+    second.add("read", 4)
+    second.add("written", 2)
+    first.flush(), second.flush()
+    assert running_counts.read_totals(str(tmp_path)) == {"read": 7, "written": 2}
+    running_counts.Heartbeat(str(tmp_path / "gone")).flush()  # the job has ended: no error
+    running_counts.Heartbeat(None).add("read")  # not watched: a no-op

@@ -76,7 +76,7 @@ def _add_prepare(subparsers) -> None:
 
 def _run_prepare(args, beam_args: List[str]) -> int:
     from beam_jobs import prepare
-    from tablegen_tf.progress import format_duration, format_rate
+    from tablegen_tf.progress import Progress, format_duration, format_rate
     from tablegen_tf.readers.base import InputError, infer_split
 
     config = prepare.PrepareConfig(
@@ -90,11 +90,20 @@ def _run_prepare(args, beam_args: List[str]) -> int:
         max_words=args.max_words,
     )
     print(f"tablegen prepare: {config.format} {config.split} split from {config.input} -> {config.output}", flush=True)
+    # Running counts: a live line on a TTY, a plain line every 30 s (then sparser) otherwise.
+    progress = Progress("read", unit="row")
+
+    def show(totals):
+        if totals.get("read"):
+            progress.update_to(totals["read"], written=totals.get("written", 0))
+
     try:
-        counts = prepare.run(config, beam_args)
+        counts = prepare.run(config, beam_args, on_counts=show)
     except (InputError, prepare.PrepareError) as error:
+        progress.close()
         print(f"tablegen prepare: error: {error}", file=sys.stderr)
         return 2
+    progress.close()
     print(prepare.summary_line(counts), flush=True)
     print(f"{format_duration(counts['seconds'])} ({format_rate(counts['read'] / max(counts['seconds'], 1e-9))} rows/s); "
           f"records in {config.output}", flush=True)

@@ -38,6 +38,6 @@ def test_prepare_console_is_quiet_and_the_full_log_is_kept(tmp_path):
     lines = (done.stdout + done.stderr).splitlines()
     assert not [line for line in lines if logs.is_noise(line)], lines
     assert any(line.startswith("read 40, written 40, rejected 0") for line in lines), lines
-    assert len(lines) <= 5, lines
+    assert len(lines) <= 8, lines  # 3 lines, plus a running-count line per 30 s on a slow machine
     log = (out / "logs" / "prepare.log").read_text()
     assert "apache_beam" in log  # Beam's INFO lines went to the file, not the console
