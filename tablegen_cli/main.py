@@ -7,6 +7,7 @@ is instant and a failing optional component never breaks the others.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import List, Optional
@@ -346,6 +347,16 @@ def _write_lines(path: str, lines) -> None:
             handle.write(line.replace("\n", " ") + "\n")
 
 
+def _nan_to_none(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _nan_to_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_to_none(item) for item in value]
+    return value
+
+
 def _run_evaluate(args, _extra) -> int:
     import json
 
@@ -360,7 +371,9 @@ def _run_evaluate(args, _extra) -> int:
         return 1
     scores = inference.evaluate(examples, texts, plans, model=args.trained.model,
                                 featurizer=args.trained.featurizer, batch_size=args.batch_size)
-    print(json.dumps(scores, indent=2))
+    # A metric with nothing to measure is NaN (e.g. no numbers stated): null in JSON, which
+    # strict parsers accept (json.dumps would write the non-standard NaN).
+    print(json.dumps(_nan_to_none(scores), indent=2))
     return _report_shortfall("evaluate", len(texts), read)
 
 

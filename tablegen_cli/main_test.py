@@ -41,3 +41,14 @@ def test_prepare_console_is_quiet_and_the_full_log_is_kept(tmp_path):
     assert len(lines) <= 8, lines  # 3 lines, plus a running-count line per 30 s on a slow machine
     log = (out / "logs" / "prepare.log").read_text()
     assert "apache_beam" in log  # Beam's INFO lines went to the file, not the console
+
+
+def test_evaluate_prints_strict_json_nothing_measured_is_null():
+    import json
+
+    from tablegen_cli.main import _nan_to_none
+
+    text = json.dumps(_nan_to_none({"bleu": 1.5, "hallucinated_numbers_rate": float("nan"),
+                                    "plan": {"f1": float("nan")}, "list": [float("nan"), 2]}))
+    assert json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}")) == {
+        "bleu": 1.5, "hallucinated_numbers_rate": None, "plan": {"f1": None}, "list": [None, 2]}
