@@ -74,3 +74,13 @@ def test_a_pipeline_config_may_name_any_family(tmp_path):
     loaded = config.load(str(user))
     trained = load_config(loaded.trainer["corpus"], loaded.trainer["config"])
     assert trained.model.name == "table-nlm" and trained.model.hidden_units == 64
+
+
+def test_the_table_nlm_pipeline_config_names_the_family():
+    from tablegen_tf.config import load_config
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    loaded = config.load(os.path.join(root, "tfx_pipeline", "configs", "table_nlm.yaml"))
+    trained = load_config(loaded.trainer["corpus"], loaded.trainer["config"])
+    assert trained.model.name == "table-nlm" and trained.train.max_steps == 600
+    assert loaded.push_directory.endswith("tablegen-e2e-table-nlm")
