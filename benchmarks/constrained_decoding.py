@@ -29,10 +29,10 @@ import time
 import tensorflow as tf
 
 from tablegen_tf import inference
-from tablegen_tf.constants import BOS_ID, EOS_ID, UNK_ID
+from tablegen_tf.constants import EOS_ID
 from tablegen_tf.decoding.constrained import constrained_beam_search
 from tablegen_tf.data.featurizer import ids_to_tokens
-from tablegen_tf.generation import _forbid, decode_ids
+from tablegen_tf.generation import decode_ids, search_inputs
 from tablegen_tf.metrics import corpus_scores
 from tablegen_tf.tokenizer import tokenize_batch
 from tablegen_tf.training.trainer import load_trained
@@ -98,12 +98,9 @@ def main(argv=None) -> int:
     def constrained(batch, phrases):
         """-> (text [B], the search's own satisfied flag [B], refused [B])."""
         constraints, continues, unknown = featurizer.constraint_phrases(batch, phrases)
-        memory = model.encode(batch)
-        step_fn = model.decoding_step_fn(model.tile(memory, args.beam))
-        step_fn = _forbid(step_fn, UNK_ID) if decode.forbid_unk else step_fn
-        start = tf.fill([tf.shape(constraints)[0]], BOS_ID)
+        _, state, start, step_fn = search_inputs(model, batch, decode, tiled=True)
         ids, lengths, _, satisfied = constrained_beam_search(
-            step_fn, start, model.initial_decoding_state(memory), constraints, args.beam, decode.max_length,
+            step_fn, start, state, constraints, args.beam, decode.max_length,
             EOS_ID, length_penalty=decode.length_penalty, continues=continues)
         tokens = ids_to_tokens(ids, lengths, featurizer.vocabs.words, featurizer.copy_texts(batch))
         return (featurizer.output_text(batch, ids, lengths), satisfied, tf.reduce_any(unknown, axis=1),
@@ -119,10 +116,7 @@ def main(argv=None) -> int:
     @tf.function(reduce_retracing=True)
     def legacy(batch, phrases):  # single-token constraints only (phrases are split into words)
         constraints, _, _ = featurizer.constraint_phrases(batch, phrases)
-        memory = model.encode(batch)
-        state = model.initial_decoding_state(memory)
-        step_fn = _forbid(model.decoding_step_fn(model.tile(memory, args.beam)), UNK_ID)
-        start = tf.fill([tf.shape(constraints)[0]], BOS_ID)
+        _, state, start, step_fn = search_inputs(model, batch, decode, tiled=True)
         ids, lengths, _, _ = legacy_search(step_fn, start, state, constraints, args.beam, decode.max_length, EOS_ID,
                                            length_penalty=decode.length_penalty)
         return featurizer.output_text(batch, ids, lengths)

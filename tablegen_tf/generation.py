@@ -25,6 +25,18 @@ def _forbid(step_fn, token_id: int):
     return wrapped
 
 
+def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool):
+    """-> (memory, initial state [B, ...], start ids [B], step_fn) for a search over the
+    family's contract; ``tiled``: the step function reads memory tiled to beam_size rows."""
+    memory = model.encode(features, training=False)
+    state = model.initial_decoding_state(memory)
+    batch_size = tf.shape(tf.nest.flatten(state)[0])[0]
+    start = tf.fill([batch_size], tf.constant(BOS_ID, tf.int32))
+    step_fn = model.decoding_step_fn(model.tile(memory, int(config.beam_size)) if tiled else memory)
+    step_fn = _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
+    return memory, state, start, step_fn
+
+
 def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
                strict: bool = True):
     """-> (ids [B, L] over the extended vocabulary, lengths [B], scores [B], memory).
@@ -32,14 +44,8 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     ``must_include``: constraint ids [B, C] (-1 pad) or (ids, continues [B, C]) for
     phrases (tablegen_tf.decoding.constrained); ``strict``: an output that misses a
     constraint is an InvalidArgumentError, never a silent miss."""
-    memory = model.encode(features, training=False)
-    state = model.initial_decoding_state(memory)
-    batch_size = tf.shape(tf.nest.flatten(state)[0])[0]
-    start = tf.fill([batch_size], tf.constant(BOS_ID, tf.int32))
     beam = int(config.beam_size)
-    step_memory = memory if beam <= 1 and must_include is None else model.tile(memory, beam)
-    step_fn = model.decoding_step_fn(step_memory)
-    step_fn = _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
+    memory, state, start, step_fn = search_inputs(model, features, config, tiled=beam > 1 or must_include is not None)
     if must_include is not None:
         constraints, continues = must_include if isinstance(must_include, tuple) else (must_include, None)
         ids, lengths, scores, satisfied = constrained_beam_search(

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tablegen_tf.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from tablegen_tf.data import input_pipeline as ip
+from tablegen_tf.decoding.common import copied_items
 from tablegen_tf.tokenizer import Tokenizer
 
 
@@ -108,10 +109,7 @@ def ids_to_tokens(ids, lengths, words: tf.Tensor, copy_texts: tf.Tensor) -> tf.R
     """Extended ids -> token strings; id V + i is source item i's text (copy resolution)."""
     vocab_size = tf.shape(words, out_type=ids.dtype)[0]
     from_vocab = tf.gather(words, tf.minimum(ids, vocab_size - 1))
-    item = tf.clip_by_value(ids - vocab_size, 0, tf.maximum(tf.shape(copy_texts, out_type=ids.dtype)[1] - 1, 0))
-    padded = tf.pad(copy_texts, [[0, 0], [0, 1]])  # sources with no items stay valid
-    copied = tf.gather(padded, item, batch_dims=1)
-    tokens = tf.where(ids >= vocab_size, copied, from_vocab)
+    tokens = tf.where(ids >= vocab_size, copied_items(ids, copy_texts, vocab_size), from_vocab)
     positions = tf.range(tf.shape(ids)[1])[None, :]
     keep = (positions < lengths[:, None]) & (ids != EOS_ID) & (ids != PAD_ID) & (ids != BOS_ID)
     return tf.ragged.boolean_mask(tokens, keep)

@@ -102,16 +102,20 @@ def mask_after_length(ids, lengths, pad_id: int):
     return tf.where(positions < lengths[..., None], ids, tf.cast(pad_id, ids.dtype))
 
 
-def copied_word_ids(ids, source_word_ids, vocab_size: int):
-    """Extended ids -> the word ids a decoder feeds back (CONTRACT.md: an id >= V copies
-    source item ``id - V``, so it becomes that item's word id; <unk> for an OOV item).
+def copied_items(ids, items, vocab_size):
+    """Extended ids -> for each copy id (>= V) the source item ``id - V`` of its row
+    (CONTRACT.md); other positions get an arbitrary item and are for the caller to replace.
 
-    ids: [N] or [N, T]; source_word_ids: [N, S] (S may be 0: the padding column gathers).
+    ids: [N] or [N, T]; items: [N, S] of any dtype (S may be 0: the padding item gathers).
     """
-    padded = tf.pad(source_word_ids, [[0, 0], [0, 1]])
-    item = tf.clip_by_value(ids - vocab_size, 0, tf.maximum(tf.shape(source_word_ids)[1] - 1, 0))
+    padded = tf.pad(items, [[0, 0], [0, 1]])
+    item = tf.clip_by_value(ids - vocab_size, 0, tf.maximum(tf.shape(items, out_type=ids.dtype)[1] - 1, 0))
     if ids.shape.rank == 1:
-        copied = tf.gather(padded, item[:, None], batch_dims=1)[:, 0]
-    else:
-        copied = tf.gather(padded, item, batch_dims=1)
-    return tf.where(ids >= vocab_size, copied, ids)
+        return tf.gather(padded, item[:, None], batch_dims=1)[:, 0]
+    return tf.gather(padded, item, batch_dims=1)
+
+
+def copied_word_ids(ids, source_word_ids, vocab_size: int):
+    """Extended ids -> the word ids a decoder feeds back: a copy id becomes the copied
+    item's word id (<unk> for an OOV item)."""
+    return tf.where(ids >= vocab_size, copied_items(ids, source_word_ids, vocab_size), ids)

@@ -24,3 +24,11 @@ def test_out_of_range_copy_is_clipped_and_empty_source_is_safe():
     np.testing.assert_array_equal(copied_word_ids(tf.constant([VOCAB + 99]), tf.constant([[4, 7]]), VOCAB).numpy(), [7])
     empty = tf.zeros([1, 0], tf.int32)
     np.testing.assert_array_equal(copied_word_ids(tf.constant([VOCAB + 1]), empty, VOCAB).numpy(), [0])
+
+
+def test_copied_items_work_for_strings_too():
+    from tablegen_tf.decoding.common import copied_items
+
+    texts = tf.constant([["The", "Eagle"], ["Aromi", ""]])
+    got = copied_items(tf.constant([[VOCAB + 1, 3], [VOCAB, VOCAB + 5]]), texts, VOCAB).numpy()
+    assert got[0, 0] == b"Eagle" and got[1, 0] == b"Aromi" and got[1, 1] == b""  # clipped to the last item
