@@ -1,5 +1,7 @@
 """The `tablegen` command line: exit codes and messages."""
 
+import re
+
 import pytest
 
 from tablegen_cli.main import main
@@ -38,7 +40,10 @@ def test_prepare_console_is_quiet_and_the_full_log_is_kept(tmp_path):
     lines = (done.stdout + done.stderr).splitlines()
     assert not [line for line in lines if logs.is_noise(line)], lines
     assert any(line.startswith("read 40, written 40, rejected 0") for line in lines), lines
-    assert len(lines) <= 8, lines  # 3 lines, plus a running-count line per 30 s on a slow machine
+    # Running counts ("read 40 rows, written 40") come once per 30 s or more, so their
+    # number depends on the machine's speed; every other line is bounded as before.
+    counts = [line for line in lines if re.fullmatch(r"read [\d,]+ rows?, written [\d,]+", line)]
+    assert len(lines) - len(counts) <= 5, lines
     log = (out / "logs" / "prepare.log").read_text()
     assert "apache_beam" in log  # Beam's INFO lines went to the file, not the console
 
