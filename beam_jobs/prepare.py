@@ -1,6 +1,7 @@
 """The prepare job: corpus in its native format -> record TFRecords + vocabularies + statistics.
 
     rows --Read--> RawTable | RawText | Rejection
+    train, with selection_fraction: a fixed share of MRs (by hash) --> SELECTION_OUTPUT, merged
     raw --(group by MR / source on valid/test)--> --BatchElements--> tokenize (one TF call per batch)
              --> TableExample --> examples-*.tfrecord.gz
     Rejection --> dead_letter.jsonl
@@ -14,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -46,6 +48,14 @@ class PrepareConfig:
     batch_size: int = 256
     word_min_count: int = 1
     max_words: int = 50000
+    # train only: this share of distinct MRs (sources; entries) goes to selection_output
+    # instead, references merged as on valid: a split for early stopping and tuning that
+    # shares no MR with the rest of train, so the corpus' dev set is only reported.
+    selection_fraction: float = 0.0
+    selection_output: Optional[str] = None  # default: OUTPUT/../selection
+
+    def selection_dir(self) -> str:
+        return self.selection_output or os.path.join(os.path.dirname(os.path.normpath(self.output)), "selection")
 
 
 class PrepareError(RuntimeError):
@@ -103,6 +113,12 @@ def merge_references(key_and_tables: Tuple[str, Iterable[Raw]]) -> Raw:
     return dataclasses.replace(first, texts=texts, rows=sum(t.rows for t in tables))
 
 
+def in_selection(raw: Raw, fraction: float) -> bool:
+    """Deterministic by MR: every row of one MR lands on the same side, on any runner."""
+    key = _merge_key(raw)[0].encode("utf-8")
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") < fraction * 2**64
+
+
 def _source_order(source: str):
     path, _, line = source.rpartition(":")
     return (path, int(line)) if line.isdigit() else (source, 0)
@@ -111,11 +127,11 @@ def _source_order(source: str):
 class BuildExamples(beam.DoFn):
     """Tokenizes a batch of raw tables with the one TF tokenizer and builds examples."""
 
-    def __init__(self, lowercase: bool, counts_dir: Optional[str] = None):
+    def __init__(self, lowercase: bool, counts_dir: Optional[str] = None, counter_prefix: str = ""):
         self._lowercase = lowercase
         self._counts_dir = counts_dir
-        self._written = Metrics.counter(NAMESPACE, "examples_written")
-        self._rows_written = Metrics.counter(NAMESPACE, "rows_written")
+        self._written = Metrics.counter(NAMESPACE, counter_prefix + "examples_written")
+        self._rows_written = Metrics.counter(NAMESPACE, counter_prefix + "rows_written")
 
     def setup(self):
         # Imported here so the job's launcher does not need TensorFlow warm-up.
@@ -155,35 +171,48 @@ def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig, counts_dir: O
         "rejected", main="tables"
     )
     tables = parsed.tables
+    rejected = [parsed.rejected]
     if config.split != "train":
         tables = tables | "MergeByMR" >> MergeReferences()
+    elif config.selection_fraction > 0:
+        tables, selection = tables | "CarveSelection" >> beam.Partition(
+            lambda raw, _, fraction: int(in_selection(raw, fraction)), 2, config.selection_fraction)
+        selection_config = dataclasses.replace(config, output=config.selection_dir(), split="valid")
+        rejected.append(_build_and_write(
+            "Selection", selection | "SelectionMergeByMR" >> MergeReferences(), selection_config, counts_dir))
     elif len(units_list) == 1:
         tables = tables | "Spread" >> beam.Reshuffle()
-    built = (
-        tables
-        | "Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=config.batch_size)
-        | "Build" >> beam.ParDo(BuildExamples(config.lowercase, counts_dir)).with_outputs(
-            "rejected", "summaries", main="examples"
-        )
-    )
-    _ = built.examples | "WriteExamples" >> beam.io.WriteToTFRecord(
-        os.path.join(config.output, EXAMPLES_PREFIX),
-        file_name_suffix=".tfrecord.gz",
-        num_shards=config.num_shards,
-    )
+    rejected.append(_build_and_write("", tables, config, counts_dir))
     _ = (
-        (parsed.rejected, built.rejected)
+        tuple(rejected)
         | "AllRejected" >> beam.Flatten()
         | "RejectedJson" >> beam.Map(_count_rejection)
         | "WriteDeadLetter" >> beam.io.WriteToText(
             os.path.join(config.output, DEAD_LETTER), shard_name_template=""
         )
     )
+
+
+def _build_and_write(label: str, tables, config: PrepareConfig, counts_dir: Optional[str]):
+    """Tables -> examples, vocabularies and stats in config.output; returns the rejections."""
+    built = (
+        tables
+        | f"{label}Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=config.batch_size)
+        | f"{label}Build" >> beam.ParDo(BuildExamples(config.lowercase, counts_dir, f"{label.lower()}_" if label else "")).with_outputs(
+            "rejected", "summaries", main="examples"
+        )
+    )
+    _ = built.examples | f"{label}WriteExamples" >> beam.io.WriteToTFRecord(
+        os.path.join(config.output, EXAMPLES_PREFIX),
+        file_name_suffix=".tfrecord.gz",
+        num_shards=config.num_shards,
+    )
     _ = (
         built.summaries
-        | "MergeSummaries" >> beam.CombineGlobally(summaries.MergeSummaries())
-        | "WriteVocabAndStats" >> beam.Map(summaries.write_outputs, config=config)
+        | f"{label}MergeSummaries" >> beam.CombineGlobally(summaries.MergeSummaries())
+        | f"{label}WriteVocabAndStats" >> beam.Map(summaries.write_outputs, config=config)
     )
+    return built.rejected
 
 
 _rejected_counter = Metrics.counter(NAMESPACE, "rows_rejected")
@@ -241,6 +270,12 @@ def run(config: PrepareConfig, beam_args: Optional[List[str]] = None,
         "rows_written": _counter(result, "rows_written"),
         "seconds": round(time.time() - start, 2),
     }
+    if config.split == "train" and config.selection_fraction > 0:
+        counts["selection_written"] = _counter(result, "selection_examples_written")
+        counts["selection_rows"] = _counter(result, "selection_rows_written")
+        selection = dataclasses.replace(config, output=config.selection_dir(), split="valid")
+        _write_counts(selection, {"written": counts["selection_written"], "rows_written": counts["selection_rows"],
+                                  "carved_from": config.output})
     _write_counts(config, counts)
     if counts["written"] == 0:
         raise PrepareError(
@@ -258,4 +293,7 @@ def _write_counts(config: PrepareConfig, counts: Dict[str, int]) -> None:
 
 
 def summary_line(counts: Dict[str, int]) -> str:
-    return f"read {counts['read']}, written {counts['written']}, rejected {counts['rejected']}"
+    line = f"read {counts['read']}, written {counts['written']}, rejected {counts['rejected']}"
+    if "selection_written" in counts:
+        line += f"; selection split {counts['selection_written']} examples ({counts['selection_rows']} rows)"
+    return line

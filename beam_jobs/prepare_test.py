@@ -1,5 +1,6 @@
 """The prepare job end to end on fixtures cut from ../shared/data."""
 
+import dataclasses
 import glob
 import json
 import os
@@ -121,3 +122,20 @@ def test_heartbeat_files_sum_and_survive_a_vanished_directory(tmp_path):
     assert running_counts.read_totals(str(tmp_path)) == {"read": 7, "written": 2}
     running_counts.Heartbeat(str(tmp_path / "gone")).flush()  # the job has ended: no error
     running_counts.Heartbeat(None).add("read")  # not watched: a no-op
+
+
+def test_selection_split_takes_whole_mrs_out_of_train(tmp_path):
+    """Carved by MR: no MR on both sides, every row on exactly one, references merged."""
+    config = dataclasses.replace(
+        _config("e2e", os.path.join(FIXTURES, "e2e", "devset.csv"), tmp_path / "train", "train"),
+        selection_fraction=0.5)
+    counts = prepare.run(config, IN_PROCESS)
+    train, selection = _read_examples(tmp_path / "train"), _read_examples(tmp_path / "selection")
+    mr = lambda e: tuple(zip(e.fields, e.values))  # noqa: E731
+    assert train and selection and not {mr(e) for e in train} & {mr(e) for e in selection}
+    assert len({mr(e) for e in selection}) == len(selection) == counts["selection_written"]
+    assert counts["rows_written"] + counts["selection_rows"] + counts["rejected"] == counts["read"]
+    assert sum(len(e.references) for e in selection) == counts["selection_rows"]
+    metadata = json.load(open(tmp_path / "selection" / "metadata.json"))
+    assert metadata["config"]["split"] == "valid" and metadata["counts"]["written"] == len(selection)
+    assert "selection split" in prepare.summary_line(counts)

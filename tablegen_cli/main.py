@@ -72,6 +72,14 @@ def _add_prepare(subparsers) -> None:
     )
     parser.add_argument("--word-min-count", type=int, default=1, help="word vocabulary cut-off")
     parser.add_argument("--max-words", type=int, default=50000, help="word vocabulary size cap")
+    parser.add_argument(
+        "--selection-fraction", type=float, default=0.0, metavar="F",
+        help="train split only: carve this share of distinct MRs (e.g. 0.05) into a selection split, "
+        "references merged, that shares no MR with the rest of train; train with "
+        "`--valid SELECTION_DIR` so early stopping and tuning never see the dev set you report on",
+    )
+    parser.add_argument("--selection-output", default=None, metavar="DIR",
+                        help="where the selection split goes (default: OUTPUT/../selection)")
     parser.set_defaults(handler=_run_prepare)
 
 
@@ -89,7 +97,15 @@ def _run_prepare(args, beam_args: List[str]) -> int:
         num_shards=args.num_shards,
         word_min_count=args.word_min_count,
         max_words=args.max_words,
+        selection_fraction=args.selection_fraction,
+        selection_output=args.selection_output,
     )
+    if not 0.0 <= config.selection_fraction < 1.0:
+        print("tablegen prepare: error: --selection-fraction must be in [0, 1)", file=sys.stderr)
+        return 2
+    if config.selection_fraction and config.split != "train":
+        print("tablegen prepare: error: --selection-fraction carves from the train split only", file=sys.stderr)
+        return 2
     print(f"tablegen prepare: {config.format} {config.split} split from {config.input} -> {config.output}", flush=True)
     # Running counts: a live line on a TTY, a plain line every 30 s (then sparser) otherwise.
     progress = Progress("read", unit="row")

@@ -70,6 +70,9 @@ class DataConfig:
     max_source_length: int = 0  # text form: 0 = whole sources
     shuffle_buffer: int = 10000
     expand_references: bool = False  # training: one example per reference, not only the first
+    # training: parsed examples are cached in memory (parsed once, not every epoch) when the
+    # example files total at most this many MB on disk (~25x that in memory); 0 = never
+    cache_max_mb: int = 16
 
 
 @dataclasses.dataclass

@@ -62,3 +62,18 @@ def test_positions_are_clipped(prepared):
     _, batches = _batches(prepared, max_position=2)
     for batch in batches:
         assert int(tf.reduce_max(batch["record_pos_start"])) <= 2
+
+
+def test_cached_training_batches_come_in_the_same_seeded_order(prepared):
+    """The in-memory cache (small corpora) changes the cost of an epoch, not its order."""
+    vocabs = ip.Vocabularies.load(os.path.join(prepared, "vocab"))
+
+    def order(cache_max_mb):
+        config = ip.InputConfig(batch_size=4, shuffle_buffer=50, cache_max_mb=cache_max_mb)
+        dataset = ip.make_dataset(prepared, vocabs, config, training=True, seed=3).repeat(2)
+        return [tuple(batch["example_id"].numpy()) for batch in dataset]
+
+    cached, uncached = order(16), order(0)
+    assert cached == uncached
+    assert len(set(cached)) > 1
+    assert ip._fits_cache(ip.list_files(prepared), 16) and not ip._fits_cache(ip.list_files(prepared), 0)

@@ -68,6 +68,7 @@ class InputConfig:
     expand_references: bool = False  # training: one example per reference
     shuffle_buffer: int = 10000
     drop_remainder: bool = False
+    cache_max_mb: int = 16  # training: parsed examples stay in memory when the files are this small
 
 
 def records_features(vocabs: Vocabularies, parsed: Dict[str, tf.Tensor], max_position: int) -> Dict[str, tf.Tensor]:
@@ -192,6 +193,14 @@ def list_files(file_pattern: str) -> List[str]:
     return files
 
 
+def _fits_cache(files: Sequence[str], cache_max_mb: int) -> bool:
+    """Whether parsed examples fit the in-memory cache (they take ~25x their gzipped size)."""
+    if cache_max_mb <= 0:
+        return False
+    size = sum(tf.io.gfile.stat(path).length for path in files)
+    return size <= cache_max_mb * 2**20
+
+
 def make_dataset(
     file_pattern: str,
     vocabs: Vocabularies,
@@ -205,12 +214,18 @@ def make_dataset(
     files = list_files(file_pattern)
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE)
     parser = parser or ExampleParser(vocabs, config)
-    if training and config.shuffle_buffer:
-        dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    if config.expand_references:
+    shuffle = training and config.shuffle_buffer
+    if config.expand_references:  # shuffled by table, so a table's references stay together
+        if shuffle:
+            dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.flat_map(parser.per_reference)
     else:
         dataset = dataset.map(parser.primary, num_parallel_calls=tf.data.AUTOTUNE)
+        if training and _fits_cache(files, config.cache_max_mb):
+            # Parsing costs ~13 % of a small model's training step on 2 cores: do it once.
+            dataset = dataset.cache()
+        if shuffle:  # after the ordered map: the same permutation as shuffling the records
+            dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     padding = padding_values(dataset.element_spec)
     boundaries = list(config.bucket_boundaries)
     dataset = dataset.bucket_by_sequence_length(

@@ -34,6 +34,21 @@ def test_loss_is_finite_and_decreases(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_training_loss_on_tokens_only_equals_the_masked_loss(name):
+    """compute_loss_from_batch skips padding positions; loss and gradients are unchanged."""
+    model, batch = _model(name), random_batch()
+    assert not np.all(batch["target_mask"])  # the batch has padding to skip
+    with tf.GradientTape(persistent=True) as tape:
+        packed = model.compute_loss_from_batch(batch)
+        masked = model.loss_from_predictions(batch, model(batch))
+    np.testing.assert_allclose(packed, masked, rtol=1e-5)
+    for a, b in zip(tape.gradient(packed, model.trainable_variables),
+                    tape.gradient(masked, model.trainable_variables)):
+        if a is not None or b is not None:
+            np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_step_fn_shapes_and_normalisation(name):
     model, batch = _model(name), random_batch()
     memory = model.encode(batch)
