@@ -98,10 +98,11 @@ def perplexity(model, featurizer, examples: Sequence, batch_size: int = 64) -> D
 
 def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[List[int]]] = None,
              model=None, featurizer=None, batch_size: int = 64) -> Dict[str, float]:
-    """Corpus scores against every reference; fact metrics for tables; plan metrics for
+    """Corpus scores against every reference; fact metrics for tables (slot errors for E2E-style
+    ones); plan metrics for
     two-stage models on corpora with gold plans; perplexity when ``model`` reports it;
     extractive scores when every text example has deletion labels."""
-    from tablegen_tf.metrics import corpus_scores, extractive_scores, fact_scores, plan_scores
+    from tablegen_tf.metrics import corpus_scores, extractive_scores, fact_scores, plan_scores, slot_scores
     from tablegen_tf.tokenizer import tokenize_batch
 
     missing = [e.example_id for e in examples if not e.all_references()[0].strip()]
@@ -112,6 +113,7 @@ def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[
     if examples and examples[0].form == "table":
         hypothesis_tokens = tokenize_batch(list(texts))
         scores.update(fact_scores(hypothesis_tokens, [e.values for e in examples], [e.fields for e in examples]))
+        scores.update(slot_scores(list(texts), [(e.fields, e.values) for e in examples]))  # E2E-style tables
     if examples and examples[0].form == "text" and all(getattr(e, "labels", None) for e in examples):
         # deletion-labelled sources (sentence compression): token F1, compression ratio, ROUGE-1/2/L
         scores.update(extractive_scores([e.source_tokens for e in examples], [e.labels for e in examples],

@@ -28,7 +28,7 @@ os.environ.pop("TF_USE_LEGACY_KERAS", None)  # set by `import tfx`; see runner.p
 METRICS_FILE = "metrics.json"
 PREDICTIONS_FILE = "predictions.jsonl"
 LOGS_DIR = "logs"
-SCALARS = ("bleu", "nist", "rouge4", "rougeL", "fact_precision", "hallucination_rate")
+SCALARS = ("bleu", "nist", "rouge4", "rougeL", "fact_precision", "hallucination_rate", "slot_error_rate")
 
 
 def decide(candidate_bleu: float, baseline_bleu: Optional[float], min_bleu: float, max_bleu_drop: float) -> Tuple[bool, str]:

@@ -25,7 +25,7 @@ REPORT_JSON, REPORT_MD = "run_report.json", "run_report.md"
 KEEP_LOGS = 5  # pipeline.log and pipeline.log.1 .. .4
 MAX_CONSOLE_ANOMALIES = 8
 METRIC_NAMES = (("bleu", "BLEU"), ("nist", "NIST"), ("rougeL", "ROUGE-L"), ("fact_precision", "fact precision"),
-                ("hallucination_rate", "hallucination rate"))
+                ("hallucination_rate", "hallucination rate"), ("slot_error_rate", "slot error rate"))
 
 
 @dataclasses.dataclass(frozen=True)

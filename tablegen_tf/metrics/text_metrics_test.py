@@ -5,7 +5,7 @@ import sacrebleu
 from nltk.translate.nist_score import corpus_nist
 
 from tablegen_tf.metrics import corpus_scores
-from tablegen_tf.metrics.text_metrics import _bleu_metric, reference_streams, tokenize_13a
+from tablegen_tf.metrics.text_metrics import _bleu_metric, nist_mteval, reference_streams, tokenize_13a
 
 HYPS = [
     "The Eagle is a cheap coffee shop near Burger King.",
@@ -84,10 +84,25 @@ def test_single_reference_items():
     scores = corpus_scores(HYPS, refs)
     expected = sacrebleu.corpus_bleu(HYPS, [[r[0] for r in refs]], lowercase=True, tokenize="13a").score
     assert scores["bleu"] == pytest.approx(expected, abs=1e-9)
-    # With one reference per item NLTK's NIST sees exactly our tokens.
-    nist = corpus_nist([[tokenize_13a(r[0])] for r in refs], [tokenize_13a(h) for h in HYPS], n=5)
+    # With one reference per item NLTK's NIST and mteval's agree (on exactly our tokens).
+    nist = corpus_nist([[tokenize_13a(r[0])] for r in refs], [tokenize_13a(h) for h in HYPS], n=4)
     assert scores["nist"] == pytest.approx(nist)
     assert 0 < scores["rougeL"] < 1
+
+
+def test_nist_matches_mteval_by_hand():
+    """Doddington's information weights, clipping by the best reference, mteval's penalty."""
+    # one item, one reference "a b c", hypothesis "a b a": unigram info log2(3/1) each, "a"
+    # clipped to 1; the bigram "a b" carries log2(count(a)/count(a b)) = 0 information.
+    assert nist_mteval([["a", "b", "a"]], [[["a", "b", "c"]]], order=2) == pytest.approx(2 * math.log2(3) / 3)
+    # two references (lengths 3 and 5, average 4) for "a b": info(a) = info(b) = log2(8/2) = 2,
+    # info(a b) = 0, so 2 before the length penalty exp(-beta ln^2(2/4)), beta = ln 2 / ln^2 1.5
+    beta = math.log(2) / math.log(1.5) ** 2
+    expected = 2 * math.exp(-beta * math.log(0.5) ** 2)
+    refs = [[["a", "b", "c"], ["a", "b", "c", "d", "e"]]]
+    assert nist_mteval([["a", "b"]], refs, order=5) == pytest.approx(expected)
+    # a hypothesis at 2/3 of the reference length loses half its score
+    assert nist_mteval([["a", "b"]], [[["a", "b", "c"]]], order=1) == pytest.approx(0.5 * 2 * math.log2(3) / 2)
 
 
 def test_nist_is_positive_and_higher_for_better_hypotheses():
