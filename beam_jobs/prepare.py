@@ -15,7 +15,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -29,7 +28,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from tablegen_tf.readers import get_reader
-from tablegen_tf.readers.base import InputError, Raw, Rejection
+from tablegen_tf.readers.base import InputError, Raw, Rejection, in_selection, merge_key
 from beam_jobs import running_counts, summaries
 
 NAMESPACE = "tablegen.prepare"
@@ -102,7 +101,7 @@ class MergeReferences(beam.PTransform):
 
 
 def _merge_key(raw: Raw) -> Tuple[str, Raw]:
-    return raw.group_key or raw.example_id, raw
+    return merge_key(raw), raw
 
 
 def merge_references(key_and_tables: Tuple[str, Iterable[Raw]]) -> Raw:
@@ -111,12 +110,6 @@ def merge_references(key_and_tables: Tuple[str, Iterable[Raw]]) -> Raw:
     first = tables[0]
     texts = [text for table in tables for text in table.texts]
     return dataclasses.replace(first, texts=texts, rows=sum(t.rows for t in tables))
-
-
-def in_selection(raw: Raw, fraction: float) -> bool:
-    """Deterministic by MR: every row of one MR lands on the same side, on any runner."""
-    key = _merge_key(raw)[0].encode("utf-8")
-    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") < fraction * 2**64
 
 
 def _source_order(source: str):

@@ -139,3 +139,8 @@ def test_selection_split_takes_whole_mrs_out_of_train(tmp_path):
     metadata = json.load(open(tmp_path / "selection" / "metadata.json"))
     assert metadata["config"]["split"] == "valid" and metadata["counts"]["written"] == len(selection)
     assert "selection split" in prepare.summary_line(counts)
+    # `tablegen evaluate --selection-fraction` reads the same MRs with the same references
+    from tablegen_tf.inference import read_inputs
+
+    raws, _ = read_inputs("e2e", os.path.join(FIXTURES, "e2e", "devset.csv"), "train", selection_fraction=0.5)
+    assert sorted(len(r.texts) for r in raws) == sorted(len(e.references) for e in selection)

@@ -264,8 +264,17 @@ def _add_inference_arguments(parser) -> None:
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
     parser.add_argument("--beam-size", type=int, default=None, help="beam size (default: the run's decode config)")
     parser.add_argument("--max-length", type=int, default=None, help="maximum output tokens")
+    parser.add_argument("--length-penalty", type=float, default=None,
+                        help="GNMT length penalty alpha for beam search (default: the run's decode config)")
+    _add_slot_rerank_argument(parser)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--limit", type=int, default=0, help="only the first N distinct tables (0 = all)")
+
+
+def _add_slot_rerank_argument(parser) -> None:
+    parser.add_argument("--slot-rerank-weight", type=float, default=None,
+                        help="rerank the beams by score - W x slot errors (missed, wrong and added table "
+                             "values of E2E-style tables; default: the run's decode.slot_rerank_weight, 0 = off)")
 
 
 def _add_evaluate(subparsers) -> None:
@@ -274,13 +283,18 @@ def _add_evaluate(subparsers) -> None:
         help="generate for a corpus split and print BLEU/NIST/ROUGE and fact metrics as JSON",
         description=(
             "BLEU-4 is sacrebleu's on detokenized text with all references (E2E setting: "
-            "lowercased, 13a tokenization); NIST-4 (nltk); ROUGE-4 / ROUGE-L (rouge-score, best "
-            "reference); fact metrics: precision of stated numbers/names against the table and the "
-            "hallucination rate; content-plan precision/recall/order for corpora with plans; per-token "
+            "lowercased, 13a tokenization); NIST-4 as mteval-v13a computes it; ROUGE-4 / ROUGE-L "
+            "(rouge-score, best reference); fact metrics: precision of stated numbers/names against the "
+            "table and the hallucination rate; slot error rate (missed + wrong + added values over slots) "
+            "for E2E-style tables; content-plan precision/recall/order for corpora with plans; per-token "
             "perplexity over every reference for model families that report it (reports_perplexity)."
         ),
     )
     _add_inference_arguments(parser)
+    parser.add_argument("--selection-fraction", type=float, default=0.0, metavar="F",
+                        help="score the selection split that `tablegen prepare --selection-fraction F` carved "
+                             "from this (train) input: the same MRs, references merged; for choosing checkpoints "
+                             "and settings without touching the dev set")
     parser.add_argument("--output", default=None, help="also write the predictions here, one line per table")
     parser.set_defaults(handler=_run_evaluate)
 
@@ -306,6 +320,7 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (local --model only; default: the "
                              "model's decode.length_penalty, 0); > 0 favours longer outputs")
+    _add_slot_rerank_argument(parser)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=30.0, help="gRPC deadline per request (seconds)")
     tls = parser.add_argument_group("TLS (with --server; like TF Serving's --ssl_config_file on the server)")
@@ -327,7 +342,8 @@ def _local_generation(args, needs_text: bool):
 
     trained = load_trained(args.model)
     print(f"model: {trained.checkpoint} ({trained.family.name})", flush=True)
-    raws, rejected = inference.read_inputs(args.format, args.input, args.split)
+    raws, rejected = inference.read_inputs(args.format, args.input, args.split,
+                                           getattr(args, "selection_fraction", 0.0))
     if getattr(args, "limit", 0):
         raws = raws[: args.limit]
     examples, unbuilt = inference.build(raws, trained.config.tokenizer, needs_text=needs_text)
@@ -341,10 +357,11 @@ def _local_generation(args, needs_text: bool):
 
 
 def _decode_overrides(args) -> dict:
-    """decode config fields the command line sets (evaluate has no --length-penalty)."""
+    """decode config fields the command line sets."""
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
-    if getattr(args, "length_penalty", None) is not None:
-        overrides["length_penalty"] = args.length_penalty
+    for key in ("length_penalty", "slot_rerank_weight"):
+        if getattr(args, key, None) is not None:
+            overrides[key] = getattr(args, key)
     return overrides
 
 

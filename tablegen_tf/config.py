@@ -109,6 +109,10 @@ class DecodeConfig:
     length_penalty: float = 0.0  # GNMT alpha; 0 = plain sum of log-probs
     # Never emit <unk>: with copy an unknown source word is produced by copying it.
     forbid_unk: bool = True
+    # Beam reranking by slot errors (tablegen_tf.reranking): each finished beam's score
+    # minus this weight x its missed + wrong + added table values; 0 = off. E2E-style
+    # tables only (others have no slot errors, so the model's order stands).
+    slot_rerank_weight: float = 0.0
 
 
 @dataclasses.dataclass

@@ -5,7 +5,7 @@ INPUT the family featurizer's raw input (``tables`` for table families, ``source
 for text-to-text families):
 
 * ``serving_default(INPUT: string[B]) -> {text: string[B], score: float32[B]}``
-  with the run's decoding config (beam size, max length, length penalty).
+  with the run's decoding config (beam size, max length, length penalty, slot reranking).
 * ``generate(INPUT, beam_size: int32, max_length: int32, must_include: string[B, C])``
   decoding controls; ``must_include`` words (padded with "") are forced into the
   output by constrained beam search; words outside the vocabulary are copied from
@@ -24,7 +24,7 @@ import os
 
 import tensorflow as tf
 
-from tablegen_tf.generation import decode_ids
+from tablegen_tf.generation import decode_text
 
 # beam_size is a graph input, but the search needs a static beam width: one branch
 # per supported width, chosen with tf.switch_case.
@@ -54,8 +54,8 @@ class ServingModule(tf.Module):
 
     def _serve(self, inputs):
         features = self.featurizer.serving_features(inputs)
-        ids, lengths, scores, _ = decode_ids(self.model, features, self.decode)
-        return {"text": self.featurizer.output_text(features, ids, lengths), "score": tf.cast(scores, tf.float32)}
+        text, scores, _ = decode_text(self.model, self.featurizer, features, self.decode)
+        return {"text": text, "score": tf.cast(scores, tf.float32)}
 
     def _generate(self, inputs, beam_size, max_length, must_include):
         tf.debugging.assert_greater_equal(beam_size, 1, message="beam_size must be >= 1")
@@ -69,9 +69,9 @@ class ServingModule(tf.Module):
         def branch(beam):
             def run():
                 config = dataclasses.replace(self.decode, beam_size=beam, max_length=max_length)
-                ids, lengths, scores, _ = decode_ids(self.model, features, config,
-                                                      must_include=(constraints, continues))
-                return self.featurizer.output_text(features, ids, lengths), tf.cast(scores, tf.float32)
+                text, scores, _ = decode_text(self.model, self.featurizer, features, config,
+                                              must_include=(constraints, continues))
+                return text, tf.cast(scores, tf.float32)
 
             return run
 

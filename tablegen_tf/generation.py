@@ -13,6 +13,7 @@ import tensorflow as tf
 from tablegen_tf.config import DecodeConfig
 from tablegen_tf.constants import BOS_ID, EOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.decoding import beam_search, constrained_beam_search, greedy_search
+from tablegen_tf.reranking import slot_reranker
 
 
 def _forbid(step_fn, token_id: int):
@@ -38,20 +39,25 @@ def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, t
 
 
 def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
-               strict: bool = True):
+               strict: bool = True, choose=None):
     """-> (ids [B, L] over the extended vocabulary, lengths [B], scores [B], memory).
 
     ``must_include``: constraint ids [B, C] (-1 pad) or (ids, continues [B, C]) for
     phrases (tablegen_tf.decoding.constrained); ``strict``: an output that misses a
-    constraint is an InvalidArgumentError, never a silent miss."""
+    constraint is an InvalidArgumentError, never a silent miss; ``choose``: picks one of
+    the K beams (tablegen_tf.reranking) instead of the best-scored one."""
     beam = int(config.beam_size)
+    choose = choose if beam > 1 else None
     memory, state, start, step_fn = search_inputs(model, features, config, tiled=beam > 1 or must_include is not None)
     if must_include is not None:
         constraints, continues = must_include if isinstance(must_include, tuple) else (must_include, None)
         ids, lengths, scores, satisfied = constrained_beam_search(
             step_fn, start, state, constraints, beam, config.max_length, EOS_ID,
-            length_penalty=config.length_penalty, continues=continues,
+            length_penalty=config.length_penalty, continues=continues, return_all_beams=choose is not None,
         )
+        if choose is not None:
+            ids, lengths, scores, satisfied = _chosen(choose(ids, lengths, scores, satisfied),
+                                                      ids, lengths, scores, satisfied)
         if strict:
             tf.debugging.assert_equal(tf.reduce_all(satisfied), True, message=(
                 "must_include: no output within max_length contains every constraint "
@@ -60,12 +66,27 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
         ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
     else:
         ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
-                                           length_penalty=config.length_penalty)
+                                           length_penalty=config.length_penalty,
+                                           return_all_beams=choose is not None)
+        if choose is not None:
+            ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
     return ids, lengths, scores, memory
+
+
+def _chosen(index, *beams):
+    return tuple(tf.gather(x, index, batch_dims=1) for x in beams)
+
+
+def decode_text(model, featurizer, features, config: DecodeConfig, must_include=None, strict: bool = True):
+    """-> (detokenized text [B], scores [B], memory); with ``decode.slot_rerank_weight``
+    the beams are reranked by slot errors (the SavedModel runs this too)."""
+    choose = slot_reranker(featurizer, features, config.slot_rerank_weight)
+    ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose)
+    return featurizer.output_text(features, ids, lengths), scores, memory
 
 
 def generate_text(model, featurizer, features, config: DecodeConfig, must_include=None):
     """-> (detokenized text [B], scores [B], plan [B, P] or None for single-stage models)."""
-    ids, lengths, scores, memory = decode_ids(model, features, config, must_include)
+    text, scores, memory = decode_text(model, featurizer, features, config, must_include)
     plan = model.planned(memory) if model.has_planning_stage else None
-    return featurizer.output_text(features, ids, lengths), scores, plan
+    return text, scores, plan

@@ -18,24 +18,30 @@ import tensorflow as tf
 from tablegen_tf.config import DecodeConfig
 from tablegen_tf.generation import generate_text
 from tablegen_tf.readers import get_reader
-from tablegen_tf.readers.base import Raw, Rejection, infer_split
+from tablegen_tf.readers.base import Raw, Rejection, in_selection, infer_split, merge_key
 from tablegen_tf.readers.build import build_examples
 from tablegen_tf.tokenizer import TokenizerConfig
 
 
-def read_inputs(format_name: str, path: str, split: Optional[str] = None) -> Tuple[List[Raw], List[Rejection]]:
+def read_inputs(format_name: str, path: str, split: Optional[str] = None,
+                selection_fraction: float = 0.0) -> Tuple[List[Raw], List[Rejection]]:
     """Distinct inputs (tables or sources) in input order; rows sharing one MR / source
-    merge on valid/test."""
+    merge on valid/test. ``selection_fraction`` > 0: only the selection split that
+    `tablegen prepare --selection-fraction` carves from these (train) rows, merged by MR."""
     reader = get_reader(format_name)
     split = split or infer_split(path)
+    merge = split != "train" or selection_fraction > 0
     inputs: "collections.OrderedDict[str, Raw]" = collections.OrderedDict()
     rejected: List[Rejection] = []
     for unit in reader.input_units(path, split):
         for parsed in reader.read(unit, split):
             if isinstance(parsed, Rejection):
-                rejected.append(parsed)
+                if not selection_fraction:
+                    rejected.append(parsed)
                 continue
-            key = parsed.group_key if (split != "train" and parsed.group_key) else parsed.example_id
+            if selection_fraction and not in_selection(parsed, selection_fraction):
+                continue
+            key = merge_key(parsed) if merge else parsed.example_id
             if key in inputs:
                 first = inputs[key]
                 inputs[key] = dataclasses.replace(first, texts=first.texts + parsed.texts, rows=first.rows + parsed.rows)

@@ -4,6 +4,7 @@ tensorflow_text only) with the same text -> `tablegen serve` -> gRPC and REST
 round trips -> malformed requests get INVALID_ARGUMENT and the server keeps serving.
 """
 
+import dataclasses
 import glob
 import json
 import os
@@ -26,7 +27,10 @@ def trained(data_dir, tmp_path_factory):  # noqa: F811
     from tablegen_tf.training.trainer import Trainer
 
     out = str(tmp_path_factory.mktemp("run") / "e2e")
-    Trainer(tiny_config(data_dir, max_steps=8), out).train(progress=False)
+    config = tiny_config(data_dir, max_steps=8)
+    # slot reranking on: the fresh-process and served texts below must follow it too
+    config = config.replace(decode=dataclasses.replace(config.decode, beam_size=4, slot_rerank_weight=5.0))
+    Trainer(config, out).train(progress=False)
     return out
 
 

@@ -76,6 +76,19 @@ class Featurizer:
         """Extended ids -> detokenized text [B]."""
         return self.tokenizer.detokenize(ids_to_tokens(ids, lengths, self.vocabs.words, self.copy_texts(features)))
 
+    def candidate_texts(self, features, ids, lengths) -> tf.Tensor:
+        """All beams: extended ids [B, K, T], lengths [B, K] -> detokenized text [B, K]."""
+        k = tf.shape(ids)[1]
+        copy_texts = tf.repeat(self.copy_texts(features), k, axis=0)
+        flat_ids = tf.reshape(ids, [-1, tf.shape(ids)[2]])
+        tokens = ids_to_tokens(flat_ids, tf.reshape(lengths, [-1]), self.vocabs.words, copy_texts)
+        return tf.reshape(self.tokenizer.detokenize(tokens), tf.shape(lengths))
+
+    def slot_table(self, features):
+        """(fields, values, mask) [B, R] record strings for slot reranking, or None when the
+        inputs are not tables."""
+        return None
+
     def constraint_ids(self, features, words: tf.Tensor) -> tf.Tensor:
         """Constraint words [B, C] -> vocabulary ids, else the copy id of the first source
         item holding the word; -1 for padding ("") and words that can be neither."""

@@ -25,3 +25,7 @@ class TableFeaturizer(Featurizer):
         records = serving_records(tables, self.tokenizer)
         data = self.config.data
         return batched_records_features(self.vocabs, records, data.max_position, data.max_records)
+
+    def slot_table(self, features):
+        fields = tf.gather(tf.constant(self.vocabs.tokens["fields"], tf.string), features["record_field"])
+        return fields, features["record_value_text"], features["record_mask"]

@@ -35,7 +35,8 @@ _PRICED = r"(?:pric(?:e|es|ed|ing)|costs?|range)"
 CLASS_PATTERNS: Dict[str, Dict[str, str]] = {
     "eattype": {
         "pub": r"\bpubs?\b|\binns?\b|\bbars?\b",
-        "coffee shop": r"\bcoffee ?(?:shops?|houses?)\b|\bcaf[eé]s?\b|\bcoffee place",
+        # "caf(?:es?\b|é)": RE2's \b (the in-graph aligner) is ASCII-only, so no \b after é
+        "coffee shop": r"\bcoffee ?(?:shops?|houses?)\b|\bcaf(?:es?\b|é)|\bcoffee place",
         "restaurant": r"\brestaurants?\b|\beater(?:y|ies)\b|\bdiners?\b",
     },
     "food": {

@@ -9,6 +9,7 @@ vocabularies and statistics.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import gzip
 import json
 import os
@@ -71,6 +72,19 @@ class RawText:
 
     def serving_input(self) -> str:
         return self.source_text
+
+
+def merge_key(raw) -> str:
+    """Rows with one key merge into one multi-reference example (one E2E MR, one source)."""
+    return raw.group_key or raw.example_id
+
+
+def in_selection(raw, fraction: float) -> bool:
+    """The selection split carved from train (`tablegen prepare --selection-fraction`):
+    deterministic by MR, so every row of one MR lands on the same side, on any runner,
+    and `tablegen evaluate --selection-fraction` finds the same MRs."""
+    key = merge_key(raw).encode("utf-8")
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") < fraction * 2**64
 
 
 @dataclasses.dataclass

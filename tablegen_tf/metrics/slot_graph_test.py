@@ -1,0 +1,69 @@
+import csv
+import os
+import re
+
+import pytest
+import tensorflow as tf
+
+from tablegen_tf.metrics import slot_graph, slot_metrics
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "e2e", "slot_parity.csv")
+
+
+def _records(mr: str):
+    """"name[The Eagle], food[Italian]" -> record tokens (fields, values), one per value word."""
+    fields, values = [], []
+    for field, value in re.findall(r"([^,\[]+)\[([^\]]*)\]", mr):
+        for token in value.split():
+            fields.append(field.strip())
+            values.append(token)
+    return fields, values
+
+
+def _graph_errors(tables, texts):
+    width = max(1, max(len(f) for f, _ in tables))
+    pad = lambda rows: tf.constant([list(r) + [""] * (width - len(r)) for r in rows])  # noqa: E731
+    mask = tf.constant([[i < len(f) for i in range(width)] for f, _ in tables])
+    errors = slot_graph.slot_errors(pad([f for f, _ in tables]), pad([v for _, v in tables]), mask, tf.constant(texts))
+    return errors.numpy().tolist()
+
+
+def _python_errors(tables, texts):
+    out = []
+    for (fields, values), text in zip(tables, texts):
+        slots = slot_metrics.table_slots(fields, values)
+        out.append(slot_metrics.align(slots, text).errors if slot_metrics.is_e2e_table(slots) else 0)
+    return out
+
+
+def test_graph_aligner_equals_the_python_aligner_on_e2e_references():
+    with open(FIXTURE, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    tables = [_records(r["mr"]) for r in rows]
+    # the references, and each reference said about the next table (many errors of every kind)
+    texts = [r["ref"] for r in rows] + [r["ref"] for r in rows[1:] + rows[:1]]
+    tables = tables + tables
+    python = _python_errors(tables, texts)
+    assert sum(python) > 300  # the shifted half holds errors of every kind
+    assert _graph_errors(tables, texts) == python
+
+
+TABLE = _records("name[Café Rouge (Old)], eatType[coffee shop], food[Italian], priceRange[£20-25], "
+                 "familyFriendly[yes], near[The Sorrento]")
+
+
+@pytest.mark.parametrize("text, errors", [
+    ("Café Rouge (Old) is a moderately priced family-friendly Italian café near The Sorrento.", 0),
+    ("Café Rouge (Old) is an Italian café near The Sorrento.", 2),  # price and family missed
+    ("Cafe Rouge is a cheap Chinese coffee shop that is not kid friendly near The Sorrento.", 4),  # name, 3 wrong
+    ("Café Rouge (Old) is a family-friendly Italian café in the city centre, £20-25, near The Sorrento.", 1),  # area added
+    ("", 6),
+])
+def test_hand_examples_agree(text, errors):
+    assert _python_errors([TABLE], [text]) == [errors]
+    assert _graph_errors([TABLE], [text]) == [errors]
+
+
+def test_tables_that_are_not_e2e_give_no_errors():
+    table = (["born", "team"], ["1970", "Lakers"])
+    assert _graph_errors([table], ["He is an Italian restaurant owner."]) == [0]
