@@ -28,7 +28,8 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from tablegen_tf.readers import get_reader
-from tablegen_tf.readers.base import InputError, Raw, Rejection, in_selection, merge_key
+from tablegen_tf.readers.base import InputError, Raw, RawTable, Rejection, in_selection, merge_key
+from tablegen_tf.readers.clean_slots import clean_table
 from beam_jobs import running_counts, summaries
 
 NAMESPACE = "tablegen.prepare"
@@ -52,6 +53,9 @@ class PrepareConfig:
     # shares no MR with the rest of train, so the corpus' dev set is only reported.
     selection_fraction: float = 0.0
     selection_output: Optional[str] = None  # default: OUTPUT/../selection
+    # train only: E2E-style tables keep the slots their text realises, plus the closed-class
+    # ones it states (tablegen_tf.readers.clean_slots); the selection split is not cleaned
+    clean_slots: bool = False
 
     def selection_dir(self) -> str:
         return self.selection_output or os.path.join(os.path.dirname(os.path.normpath(self.output)), "selection")
@@ -85,6 +89,23 @@ class ReadUnit(beam.DoFn):
 
     def finish_bundle(self):
         self._heartbeat.flush()
+
+
+class CleanSlots(beam.DoFn):
+    """Training tables -> the slots their text realises (tablegen_tf.readers.clean_slots)."""
+
+    def __init__(self):
+        self._changed = Metrics.counter(NAMESPACE, "slot_tables_cleaned")
+        self._removed = Metrics.counter(NAMESPACE, "slots_removed")
+        self._added = Metrics.counter(NAMESPACE, "slots_added")
+
+    def process(self, table):
+        cleaned, removed, added = clean_table(table) if isinstance(table, RawTable) else (table, 0, 0)
+        if cleaned is not table:
+            self._changed.inc()
+            self._removed.inc(removed)
+            self._added.inc(added)
+        yield cleaned
 
 
 class MergeReferences(beam.PTransform):
@@ -175,6 +196,8 @@ def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig, counts_dir: O
             "Selection", selection | "SelectionMergeByMR" >> MergeReferences(), selection_config, counts_dir))
     elif len(units_list) == 1:
         tables = tables | "Spread" >> beam.Reshuffle()
+    if config.split == "train" and config.clean_slots:
+        tables = tables | "CleanSlots" >> beam.ParDo(CleanSlots())
     rejected.append(_build_and_write("", tables, config, counts_dir))
     _ = (
         tuple(rejected)
@@ -269,6 +292,8 @@ def run(config: PrepareConfig, beam_args: Optional[List[str]] = None,
         selection = dataclasses.replace(config, output=config.selection_dir(), split="valid")
         _write_counts(selection, {"written": counts["selection_written"], "rows_written": counts["selection_rows"],
                                   "carved_from": config.output})
+    if config.split == "train" and config.clean_slots:
+        counts.update({key: _counter(result, key) for key in ("slot_tables_cleaned", "slots_removed", "slots_added")})
     _write_counts(config, counts)
     if counts["written"] == 0:
         raise PrepareError(
@@ -289,4 +314,7 @@ def summary_line(counts: Dict[str, int]) -> str:
     line = f"read {counts['read']}, written {counts['written']}, rejected {counts['rejected']}"
     if "selection_written" in counts:
         line += f"; selection split {counts['selection_written']} examples ({counts['selection_rows']} rows)"
+    if "slot_tables_cleaned" in counts:
+        line += (f"; slots cleaned in {counts['slot_tables_cleaned']} tables "
+                 f"({counts['slots_removed']} removed, {counts['slots_added']} added)")
     return line

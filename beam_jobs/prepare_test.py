@@ -144,3 +144,22 @@ def test_selection_split_takes_whole_mrs_out_of_train(tmp_path):
 
     raws, _ = read_inputs("e2e", os.path.join(FIXTURES, "e2e", "devset.csv"), "train", selection_fraction=0.5)
     assert sorted(len(r.texts) for r in raws) == sorted(len(e.references) for e in selection)
+
+
+def test_clean_slots_rewrites_train_tables_and_counts_them(tmp_path):
+    """The job's tables are clean_tables' tables: fields per example follow the cleaning."""
+    from tablegen_tf.inference import read_inputs
+    from tablegen_tf.metrics.slot_metrics import attribute_key
+    from tablegen_tf.readers.clean_slots import clean_tables
+
+    source = os.path.join(FIXTURES, "e2e", "devset.csv")
+    config = dataclasses.replace(_config("e2e", source, tmp_path / "train", "train"), clean_slots=True)
+    counts = prepare.run(config, IN_PROCESS)
+    expected, cleaning = clean_tables(read_inputs("e2e", source, "train")[0])
+    assert cleaning.changed > 0
+    assert (counts["slot_tables_cleaned"], counts["slots_removed"], counts["slots_added"]) == (
+        cleaning.changed, cleaning.removed, cleaning.added)
+    fields = lambda e: sorted({attribute_key(f) for f in e.fields})  # noqa: E731
+    assert sorted(map(fields, _read_examples(tmp_path / "train"))) == sorted(
+        sorted({attribute_key(i.field) for i in t.items}) for t in expected)
+    assert "slots cleaned in" in prepare.summary_line(counts)

@@ -80,6 +80,12 @@ def _add_prepare(subparsers) -> None:
     )
     parser.add_argument("--selection-output", default=None, metavar="DIR",
                         help="where the selection split goes (default: OUTPUT/../selection)")
+    parser.add_argument(
+        "--clean-slots", action="store_true",
+        help="train split only, E2E-style tables: each table keeps the slots its text realises and gains "
+        "the closed-class ones its text states (slot aligner; Dusek et al. 2019), so the model learns "
+        "to say every slot it is given; the selection split stays as it is",
+    )
     parser.set_defaults(handler=_run_prepare)
 
 
@@ -99,9 +105,14 @@ def _run_prepare(args, beam_args: List[str]) -> int:
         max_words=args.max_words,
         selection_fraction=args.selection_fraction,
         selection_output=args.selection_output,
+        clean_slots=args.clean_slots,
     )
     if not 0.0 <= config.selection_fraction < 1.0:
         print("tablegen prepare: error: --selection-fraction must be in [0, 1)", file=sys.stderr)
+        return 2
+    if config.clean_slots and config.split != "train":
+        print("tablegen prepare: error: --clean-slots cleans the train split only (dev is what is reported)",
+              file=sys.stderr)
         return 2
     if config.selection_fraction and config.split != "train":
         print("tablegen prepare: error: --selection-fraction carves from the train split only", file=sys.stderr)

@@ -15,7 +15,7 @@ from typing import Dict, List, Tuple
 import tensorflow as tf
 
 from tablegen_tf.metrics.slot_metrics import (CLASS_PATTERNS, NAME_ATTRIBUTES, NOT_EVIDENCE_OF_ADDITION,
-                                              VALUE_CLASSES)
+                                              VALUE_CLASSES, value_key)
 
 KNOWN_ATTRIBUTES = tuple(NAME_ATTRIBUTES) + tuple(CLASS_PATTERNS)
 _RE2_SPECIAL = r"([\\.+*?()|\[\]{}^$])"
@@ -50,8 +50,8 @@ def table_slots(fields: tf.Tensor, values: tf.Tensor, mask: tf.Tensor) -> Tuple[
 
 def _names(text, name, near):
     """One row: (text with the names blanked, longest first; name found; near found)."""
-    def escaped(s):
-        return tf.strings.regex_replace(s, _RE2_SPECIAL, r"\\\1")
+    def escaped(s):  # slot_metrics.name_pattern: escaped words, a space between them optional
+        return tf.strings.regex_replace(tf.strings.regex_replace(s, _RE2_SPECIAL, r"\\\1"), " ", " ?")
 
     def contains(s):
         return tf.strings.regex_full_match(text, tf.strings.join(["(?s).*", escaped(s), ".*"]))
@@ -75,8 +75,11 @@ def _classes_said(text: tf.Tensor) -> Dict[str, List[tf.Tensor]]:
 
 
 def _value_is_class(attribute: str, cls: str, value: tf.Tensor) -> tf.Tensor:
-    values = [v for v, c in VALUE_CLASSES[attribute].items() if c == cls] if attribute in VALUE_CLASSES else [cls]
-    return tf.reduce_any(tf.stack([tf.equal(value, v) for v in values], axis=-1), axis=-1)
+    """slot_metrics.value_class(attribute, value) == cls, on normalised values [N]."""
+    keys = ([v for v, c in VALUE_CLASSES[attribute].items() if c == cls] if attribute in VALUE_CLASSES
+            else [value_key(cls)])
+    key = tf.strings.regex_replace(value, r"[\s\-]", "")  # value_key (value is normalised already)
+    return tf.reduce_any(tf.stack([tf.equal(key, k) for k in keys], axis=-1), axis=-1)
 
 
 def slot_errors(fields: tf.Tensor, values: tf.Tensor, mask: tf.Tensor, texts: tf.Tensor) -> tf.Tensor:

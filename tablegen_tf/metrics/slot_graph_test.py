@@ -6,18 +6,18 @@ import pytest
 import tensorflow as tf
 
 from tablegen_tf.metrics import slot_graph, slot_metrics
+from tablegen_tf.tokenizer import tokenize_batch
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "e2e", "slot_parity.csv")
 
 
 def _records(mr: str):
-    """"name[The Eagle], food[Italian]" -> record tokens (fields, values), one per value word."""
-    fields, values = [], []
-    for field, value in re.findall(r"([^,\[]+)\[([^\]]*)\]", mr):
-        for token in value.split():
-            fields.append(field.strip())
-            values.append(token)
-    return fields, values
+    """"name[The Eagle], priceRange[£20-25]" -> record tokens (fields, values) as the project's
+    tokenizer makes them ("£", "20", "-", "25"), the form evaluate and the SavedModel see."""
+    pairs = re.findall(r"([^,\[]+)\[([^\]]*)\]", mr)
+    tokens = tokenize_batch([value for _, value in pairs])
+    fields = [field.strip() for (field, _), words in zip(pairs, tokens) for _ in words]
+    return fields, [word for words in tokens for word in words]
 
 
 def _graph_errors(tables, texts):

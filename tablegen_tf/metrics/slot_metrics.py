@@ -53,7 +53,7 @@ CLASS_PATTERNS: Dict[str, Dict[str, str]] = {
                 + r"|\b(?:less than|under|below) £ ?20\b|" + _PRICED + r" (?:is |are )?(?:very )?low\b"),
         "moderate": (r"\bmoderate(?:ly)?\b|\baverage ?" + _PRICED + r"|\bmid(?:dle)? ?(?:range|pric)"
                      + r"|£ ?20 ?(?:to|and|or)? ?£? ?25\b|\breasonabl|" + _PRICED + r" (?:is |are )?(?:average|moderate)"),
-        "high": (r"\bexpensive|\bpricey\b|\bcostly\b|\bhigh(?:er)? ?(?:end|" + _PRICED + r")|\bupscale|\bluxur"
+        "high": (r"\bexpensive|\bpric(?:ey|ier)\b|\bcostly\b|\bhigh(?:ly|er)? ?(?:end|" + _PRICED + r")|\bupscale|\bluxur"
                  + r"|\b(?:more than|over|above) £ ?30\b|£ ?30 (?:or|and) (?:more|above|over)|"
                  + _PRICED + r" (?:is |are )?(?:very |quite )?high\b"),
     },
@@ -64,7 +64,7 @@ CLASS_PATTERNS: Dict[str, Dict[str, str]] = {
         "average": (r"\b3 ?(?:out of|/) ?5\b|\bthree (?:out of )?(?:5|five)\b|\b(?:three|3) stars?\b"
                     + r"|\baverage(?:ly)? ?(?:customer )?" + _RATED + r"|\bmid(?:dle)? ?(?:range )?" + _RATED
                     + r"|\bmoderate(?:ly)? (?:customer )?" + _RATED + r"|\bdecent (?:customer )?" + _RATED
-                    + r"|" + _RATED + r" (?:is |are |as |of )?(?:an? )?(?:average|moderate|ok|okay|decent)\b"),
+                    + r"|" + _RATED + r" (?:\w+ ){0,3}?(?:an? )?(?:average|moderate|ok|okay|decent)\b"),
         "high": (r"\b5 ?(?:out of|/) ?5\b|\bfive (?:out of )?(?:5|five)\b|\b(?:five|5) stars?\b"
                  + r"|\bhigh(?:ly)? ?(?:customer )?" + _RATED + r"|\b(?:excellent|great|top|good|well) ?(?:customer )?"
                  + _RATED + r"|" + _RATED + r" (?:is |are |as |of )?(?:very )?(?:high|highly|excellent|great)\b"),
@@ -78,20 +78,21 @@ CLASS_PATTERNS: Dict[str, Dict[str, str]] = {
         "no": (r"(?:\bnot|n't|\bnon|\bno|\bnever|\bisnt|\barent)\b ?(?:\w+ ){0,3}?"
                r"(?:famil(?:y|ies)|kids?|child(?:ren)?) ?(?:friendly|oriented|orientated)\b"
                r"|\b(?:not|n't) (?:\w+ ){0,3}?(?:for|welcom\w*|allow\w*|suitable for) (?:the )?(?:famil|kids|child)"
-               r"|\badults? only\b|\bno (?:kids|children)\b|\b(?:kid|child|family) unfriendly\b"),
+               r"|\badults?\b|\bno (?:kids|children)\b|\b(?:kid|child|family) unfriendly\b"),
         "yes": (r"\b(?:famil(?:y|ies)|kids?|child(?:ren)?) ?(?:friendly|oriented|orientated)\b"
                 r"|\b(?:for|welcomes?|allows?|suitable for|good for|great for|ideal for) (?:the (?:whole )?|your )?"
                 r"(?:famil|kids|child)|\bbring (?:the |your )?(?:kids|children|family)\b"
-                r"|\bfriendly (?:with|to|for|towards) (?:the )?(?:kids?|child|famil)"),
+                r"|\bfriendly (?:with|to|for|towards) (?:the )?(?:kids?|child|famil)"
+                r"|\b(?:kids|children|families) (?:are )?(?:welcome|allowed)\b"),
     },
 }
 
-# value (normalised) -> class, for attributes whose values paraphrase one another
+# value (value_key) -> class, for attributes whose values paraphrase one another
 VALUE_CLASSES: Dict[str, Dict[str, str]] = {
-    "pricerange": {"cheap": "low", "less than £20": "low", "moderate": "moderate", "£20 25": "moderate",
-                   "high": "high", "more than £30": "high"},
-    "customerrating": {"1 out of 5": "low", "low": "low", "3 out of 5": "average", "average": "average",
-                       "5 out of 5": "high", "high": "high"},
+    "pricerange": {"cheap": "low", "lessthan£20": "low", "moderate": "moderate", "£2025": "moderate",
+                   "high": "high", "morethan£30": "high"},
+    "customerrating": {"1outof5": "low", "low": "low", "3outof5": "average", "average": "average",
+                       "5outof5": "high", "high": "high"},
 }
 NAME_ATTRIBUTES = ("name", "near")
 # classes whose words appear in texts about tables without the attribute ("a restaurant")
@@ -119,12 +120,24 @@ def table_slots(fields: Sequence[str], values: Sequence[str]) -> Dict[str, str]:
     return {attr: " ".join(tokens) for attr, tokens in slots.items()}
 
 
+def name_pattern(name: str) -> str:
+    """A name's words in order, a space between them optional: record tokens
+    ("Café", "Rouge", "(", "Old", ")") match the text "Café Rouge (Old)"."""
+    return " ?".join(re.escape(word) for word in normalise(name).split())
+
+
+def value_key(value: str) -> str:
+    """A table value without case, spaces and hyphens: record tokens ("£", "20", "-", "25")
+    and the raw MR value ("£20-25") compare equal."""
+    return re.sub(r"[\s\-]", "", value.casefold())
+
+
 def value_class(attribute: str, value: str) -> Optional[str]:
-    value = normalise(value)
+    key = value_key(value)
     classes = VALUE_CLASSES.get(attribute)
     if classes is not None:
-        return classes.get(value)
-    return value if value in CLASS_PATTERNS.get(attribute, {}) else None
+        return classes.get(key)
+    return next((cls for cls in CLASS_PATTERNS.get(attribute, {}) if value_key(cls) == key), None)
 
 
 @dataclasses.dataclass
@@ -154,10 +167,10 @@ def align(slots: Dict[str, str], text: str) -> SlotAlignment:
     for attribute in NAME_ATTRIBUTES:  # names first, then blank them for the other patterns
         if attribute in slots:
             result.slots += 1
-            name = normalise(slots[attribute])
-            (result.realised if name in text else result.missed).append(attribute)
+            found = re.search(name_pattern(slots[attribute]), text)
+            (result.realised if found else result.missed).append(attribute)
     for name in sorted((normalise(slots[a]) for a in NAME_ATTRIBUTES if a in slots), key=len, reverse=True):
-        text = text.replace(name, " ")
+        text = re.sub(name_pattern(name), " ", text)
     for attribute in CLASS_PATTERNS:
         said = _classes_said(attribute, text)
         if attribute not in slots:

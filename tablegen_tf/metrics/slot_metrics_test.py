@@ -72,3 +72,14 @@ def test_corpus_rates_from_record_tokens():
 
 def test_non_e2e_tables_give_no_slot_scores():
     assert sm.slot_scores(["Ann was born in 1901."], [(["birth_date", "name"], ["1901", "Ann"])]) == {}
+
+
+@pytest.mark.parametrize("tokens, text", [
+    (["£", "20", "-", "25"], "It is moderately priced."),
+    (["less", "than", "£", "20"], "It is cheap."),
+    (["more", "than", "£", "30"], "Prices are more than £30."),
+])
+def test_tokenized_record_values_find_their_class(tokens, text):
+    """evaluate and the SavedModel see record tokens, not the raw MR value."""
+    slots = sm.table_slots(["priceRange"] * len(tokens), tokens)
+    assert sm.align(slots, text).errors == 0
