@@ -31,7 +31,7 @@ from tfx.utils import io_utils, proto_utils
 
 from tablegen_tf.readers import get_reader
 from tablegen_tf.readers.base import InputError
-from beam_jobs.prepare import BuildExamples, MergeReferences, ReadUnit
+from beam_jobs.prepare import BuildExamples, CleanSlots, MergeReferences, ReadUnit
 from tfx_pipeline.config import SplitSpec
 
 os.environ.pop("TF_USE_LEGACY_KERAS", None)  # set by `import tfx`; see runner.py
@@ -54,7 +54,8 @@ def example_gen_custom_config(splits: Sequence[SplitSpec], lowercase: bool,
         "code_version": code_version,
         "lowercase": lowercase,
         "splits": {
-            s.name: {"format": s.format, "reader_split": s.reader_split_name, "merge": s.merges} for s in splits
+            s.name: {"format": s.format, "reader_split": s.reader_split_name, "merge": s.merges,
+                     "clean_slots": s.clean_slots} for s in splits
         },
     })
     config = example_gen_pb2.CustomConfig()
@@ -117,6 +118,8 @@ def _TablesToExamples(pipeline: beam.Pipeline, exec_properties: Dict[str, Any], 
         tables = tables | "MergeByMR" >> MergeReferences()
     else:
         tables = tables | "Spread" >> beam.Reshuffle()
+    if split.get("clean_slots"):
+        tables = tables | "CleanSlots" >> beam.ParDo(CleanSlots())
     built = (
         tables
         | "Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=256)

@@ -21,8 +21,10 @@ def test_custom_config_round_trips_through_exec_properties():
     config = components.example_gen_custom_config(SPLITS, lowercase=True)
     settings = components.read_custom_config({"custom_config": json_format.MessageToJson(config)})
     assert settings["lowercase"] is True
-    assert settings["splits"]["train"] == {"format": "e2e-aligned", "reader_split": "train", "merge": False}
-    assert settings["splits"]["eval"] == {"format": "e2e", "reader_split": "valid", "merge": True}
+    assert settings["splits"]["train"] == {"format": "e2e-aligned", "reader_split": "train", "merge": False,
+                                          "clean_slots": False}
+    assert settings["splits"]["eval"] == {"format": "e2e", "reader_split": "valid", "merge": True,
+                                         "clean_slots": False}
 
 
 def test_split_is_found_from_its_resolved_pattern():

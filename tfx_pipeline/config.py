@@ -28,6 +28,8 @@ class SplitSpec:
     pattern: str
     reader_split: str = ""  # split name the reader understands (train / valid / test)
     merge_references: Optional[bool] = None  # default: every split but train
+    # E2E-style training tables keep the slots their text realises (tablegen prepare --clean-slots)
+    clean_slots: bool = False
 
     @property
     def reader_split_name(self) -> str:

@@ -36,7 +36,7 @@ RESOLVER_ID = "latest_blessed_model_resolver"
 # Sources whose changes must invalidate each custom step's cache (relative to REPO_ROOT).
 CODE = {
     "examples": ("beam_jobs/**/*.py", "tablegen_tf/tokenizer.py", "tablegen_tf/schema.py",
-                 "tfx_pipeline/components.py"),
+                 "tablegen_tf/readers/*.py", "tablegen_tf/metrics/slot_metrics.py", "tfx_pipeline/components.py"),
     "trainer": ("tfx_pipeline/trainer_utils.py", "tablegen_tf/**/*.py", "tablegen_tf/configs/*.yaml",
                 "beam_jobs/summaries.py"),
     "evaluator": ("tfx_pipeline/evaluator.py", "tablegen_tf/metrics/*.py", "tablegen_tf/inference.py",
