@@ -477,6 +477,33 @@ def _run_export(args, _extra) -> int:
     return 0
 
 
+def _add_average(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "average",
+        help="average the last N training checkpoints of a run into a new run directory",
+        description="Writes OUT (config, vocabularies, best/) whose weights are the mean of MODEL's last "
+        "N checkpoints in MODEL/checkpoints (a run keeps train.keep_checkpoints of them); evaluate, "
+        "export and serve take OUT like any run. Choose N on a selection split, not on dev.",
+    )
+    parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
+    parser.add_argument("--last", type=int, default=3, help="how many of the newest checkpoints (default 3)")
+    parser.add_argument("--out", required=True, help="new run directory")
+    parser.set_defaults(handler=_run_average)
+
+
+def _run_average(args, _extra) -> int:
+    from tablegen_tf.config import ConfigError
+    from tablegen_tf.training.averaging import average_checkpoints
+
+    try:
+        path = average_checkpoints(args.model, args.last, args.out)
+    except (ConfigError, FileNotFoundError) as error:
+        print(f"tablegen average: error: {error}", file=sys.stderr)
+        return 2
+    print(f"averaged the last {args.last} checkpoints of {args.model} -> {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tablegen",
@@ -488,6 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(subparsers)
     _add_generate(subparsers)
     _add_export(subparsers)
+    _add_average(subparsers)
     _add_config(subparsers)
     for name in QUIET_COMMANDS[:-1]:  # `config show` says nothing worth a -v
         subparsers.choices[name].add_argument(
@@ -505,15 +533,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands whose console shows only our lines, warnings and errors; everything else
 # (TF C++, Beam workers, absl) goes to their log file. `pipeline run` has its own.
-QUIET_COMMANDS = ("prepare", "train", "evaluate", "generate", "export", "models", "config")
+QUIET_COMMANDS = ("prepare", "train", "evaluate", "generate", "export", "average", "models", "config")
 
 
 def _log_file(args) -> Optional[str]:
     """Where a quiet command keeps its full log: in the directory it writes or reads."""
     if args.command == "prepare":
         return os.path.join(args.output, "logs", "prepare.log")
-    if args.command == "train":
-        return os.path.join(args.out, "logs", "train.log")
+    if args.command in ("train", "average"):
+        return os.path.join(args.out, "logs", f"{args.command}.log")
     if getattr(args, "model", None) and os.path.isdir(args.model):
         return os.path.join(args.model, "logs", f"{args.command}.log")
     output = getattr(args, "output", None)
