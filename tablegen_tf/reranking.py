@@ -24,10 +24,8 @@ def slot_reranker(featurizer, features, weight: float):
     fields, values, mask = table
 
     def choose(ids, lengths, scores, satisfied=None):
-        k = tf.shape(ids)[1]
         texts = featurizer.candidate_texts(features, ids, lengths)  # [B, K]
-        errors = slot_errors(*(tf.repeat(x, k, axis=0) for x in (fields, values, mask)), tf.reshape(texts, [-1]))
-        errors = tf.reshape(tf.cast(errors, scores.dtype), tf.shape(scores))
+        errors = tf.cast(slot_errors(fields, values, mask, texts), scores.dtype)  # [B, K]
         key = scores - weight * errors  # dead beams stay -inf
         if satisfied is not None:
             key = tf.where(satisfied, key, key - 1e9)

@@ -74,26 +74,34 @@ def _classes_said(text: tf.Tensor) -> Dict[str, List[tf.Tensor]]:
     return said
 
 
-def _value_is_class(attribute: str, cls: str, value: tf.Tensor) -> tf.Tensor:
-    """slot_metrics.value_class(attribute, value) == cls, on normalised values [N]."""
+def _value_is_class(attribute: str, cls: str, key: tf.Tensor) -> tf.Tensor:
+    """slot_metrics.value_class(attribute, value) == cls, on value keys [N]."""
     keys = ([v for v, c in VALUE_CLASSES[attribute].items() if c == cls] if attribute in VALUE_CLASSES
             else [value_key(cls)])
-    key = tf.strings.regex_replace(value, r"[\s\-]", "")  # value_key (value is normalised already)
     return tf.reduce_any(tf.stack([tf.equal(key, k) for k in keys], axis=-1), axis=-1)
 
 
 def slot_errors(fields: tf.Tensor, values: tf.Tensor, mask: tf.Tensor, texts: tf.Tensor) -> tf.Tensor:
-    """Missed + wrong + added slot values of ``texts`` [N] against tables of record tokens
-    ``fields``/``values`` [N, R] (``mask`` [N, R]), int32 [N]; 0 for non-E2E tables."""
+    """Missed + wrong + added slot values of ``texts`` against tables of record tokens
+    ``fields``/``values`` [N, R] (``mask`` [N, R]), int32 in the shape of ``texts``: [N],
+    or [N, K] for K candidate texts per table (the table side is then computed once, not K
+    times); 0 for non-E2E tables."""
+    texts = tf.convert_to_tensor(texts, tf.string)
     present, value, is_e2e = table_slots(fields, values, mask)
-    text = normalise(texts)
+    # value_key on values that are normalised already
+    key = {a: tf.strings.regex_replace(value[a], r"[\s\-]", "") for a in CLASS_PATTERNS}
+    if texts.shape.rank == 2:
+        k = tf.shape(texts)[1]
+        present, value, key, is_e2e = tf.nest.map_structure(
+            lambda x: tf.repeat(x, k, axis=0), (present, value, key, is_e2e))
+    text = normalise(tf.reshape(texts, [-1]))
     text, name_found, near_found = tf.map_fn(
         lambda row: _names(*row), (text, value["name"], value["near"]),
         fn_output_signature=(tf.string, tf.bool, tf.bool))
     errors = [present["name"] & ~name_found, present["near"] & ~near_found]
     said = _classes_said(text)
     for attribute, classes in CLASS_PATTERNS.items():
-        realised = tf.reduce_any(tf.stack([_value_is_class(attribute, cls, value[attribute]) & s
+        realised = tf.reduce_any(tf.stack([_value_is_class(attribute, cls, key[attribute]) & s
                                            for cls, s in zip(classes, said[attribute])], -1), -1)
         errors.append(present[attribute] & ~realised)  # wrong or missed
         first_said, earlier = [], tf.zeros_like(realised)
@@ -102,5 +110,5 @@ def slot_errors(fields: tf.Tensor, values: tf.Tensor, mask: tf.Tensor, texts: tf
                 first_said.append(s & ~earlier)
             earlier |= s
         errors.append(~present[attribute] & tf.reduce_any(tf.stack(first_said, -1), -1))  # added
-    total = tf.add_n([tf.cast(e, tf.int32) for e in errors])
-    return tf.where(is_e2e, total, 0)
+    total = tf.where(is_e2e, tf.add_n([tf.cast(e, tf.int32) for e in errors]), 0)
+    return tf.reshape(total, tf.shape(texts))

@@ -67,3 +67,18 @@ def test_hand_examples_agree(text, errors):
 def test_tables_that_are_not_e2e_give_no_errors():
     table = (["born", "team"], ["1970", "Lakers"])
     assert _graph_errors([table], ["He is an Italian restaurant owner."]) == [0]
+
+
+def test_k_texts_per_table_equal_the_flat_form():
+    """Reranking passes [N, K] texts: the table side is computed once, with the same errors."""
+    texts = [["Café Rouge (Old) is an Italian café near The Sorrento.", ""],
+             ["Café Rouge (Old) is a moderately priced family-friendly Italian café near The Sorrento.",
+              "Cafe Rouge is a cheap Chinese coffee shop that is not kid friendly near The Sorrento."]]
+    tables = [TABLE, (["born", "team"], ["1970", "Lakers"])]
+    width = max(len(f) for f, _ in tables)
+    pad = lambda rows: tf.constant([list(r) + [""] * (width - len(r)) for r in rows])  # noqa: E731
+    mask = tf.constant([[i < len(f) for i in range(width)] for f, _ in tables])
+    errors = slot_graph.slot_errors(pad([f for f, _ in tables]), pad([v for _, v in tables]), mask, tf.constant(texts))
+    assert errors.numpy().tolist() == [[2, 6], [0, 0]]
+    flat = _graph_errors([TABLE, TABLE], texts[1])
+    assert flat == [0, 4]
