@@ -31,6 +31,7 @@ TINY_SET = [
     "decode.beam_size=2", "decode.max_length=8",
 ]
 MAX_STEPS = 200  # long enough that a fast machine cannot finish between two kills
+KILLS = 4  # then one uninterrupted resume to the end
 
 
 def _train_command(data, out):
@@ -48,6 +49,12 @@ def _train_to_the_end(data, out):
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-2000:]
 
 
+def _newest_checkpoint_step(out):
+    steps = [int(path.rsplit("ckpt-", 1)[1].split(".")[0])
+             for path in glob.glob(os.path.join(out, "checkpoints", "ckpt-*.index"))]
+    return max(steps, default=0)
+
+
 def _final_variables(out):
     import tensorflow as tf
 
@@ -62,16 +69,16 @@ def test_sigkill_at_random_moments_then_resume_gives_the_same_weights(data_dir, 
     _train_to_the_end(data_dir, straight)
     rng = random.Random(20261123)
     kills, attempts = 0, 0
-    while attempts < 12:
+    while kills < KILLS and attempts < 12:
         attempts += 1
         process = subprocess.Popen(_train_command(data_dir, killed), env=_environment(),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # Kill once training is under way (a checkpoint newer than the last one exists),
-        # at a random moment: inside a step, a validation or a checkpoint write.
-        before = len(glob.glob(os.path.join(killed, "checkpoints", "ckpt-*.index")))
+        # at a random moment: inside a step, a validation or a checkpoint write. Compared by
+        # step number, not by count: only the newest keep_checkpoints files stay on disk.
+        before = _newest_checkpoint_step(killed)
         deadline = time.time() + 300
-        while process.poll() is None and time.time() < deadline and \
-                len(glob.glob(os.path.join(killed, "checkpoints", "ckpt-*.index"))) <= before:
+        while process.poll() is None and time.time() < deadline and _newest_checkpoint_step(killed) <= before:
             time.sleep(0.05)
         time.sleep(rng.uniform(0.0, 0.5))
         if process.poll() is not None:
