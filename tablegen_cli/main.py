@@ -269,6 +269,7 @@ def _run_train(args, _extra) -> int:
 
 def _add_inference_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
+    _add_ensemble_argument(parser)
     parser.add_argument("--format", required=True, choices=format_names(), metavar="FORMAT",
                         help="input format: one of the formats listed by `tablegen prepare --help`")
     parser.add_argument("--input", required=True, help="input file or directory")
@@ -280,6 +281,13 @@ def _add_inference_arguments(parser) -> None:
     _add_slot_rerank_argument(parser)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--limit", type=int, default=0, help="only the first N distinct tables (0 = all)")
+
+
+def _add_ensemble_argument(parser) -> None:
+    parser.add_argument("--ensemble", nargs="+", default=[], metavar="RUN",
+                        help="more run directories to decode with --model as one ensemble (their next-word "
+                             "distributions averaged; same family and vocabularies, e.g. runs that differ by "
+                             "train.seed); the decode settings are --model's")
 
 
 def _add_slot_rerank_argument(parser) -> None:
@@ -318,6 +326,7 @@ def _add_generate(subparsers) -> None:
         "endpoint over gRPC (--server HOST:PORT --model-name NAME).",
     )
     parser.add_argument("--model", default=None, help="run directory written by `tablegen train`")
+    _add_ensemble_argument(parser)
     parser.add_argument("--server", default=None, help="HOST:PORT of a TF Serving gRPC endpoint")
     parser.add_argument("--model-name", default=None, help="served model name (with --server)")
     parser.add_argument("--format", choices=format_names(), metavar="FORMAT",
@@ -349,9 +358,9 @@ def _local_generation(args, needs_text: bool):
     import dataclasses
 
     from tablegen_tf import inference
-    from tablegen_tf.training.trainer import load_trained
+    from tablegen_tf.ensemble import load_ensemble
 
-    trained = load_trained(args.model)
+    trained = load_ensemble([args.model, *args.ensemble])
     print(f"model: {trained.checkpoint} ({trained.family.name})", flush=True)
     raws, rejected = inference.read_inputs(args.format, args.input, args.split,
                                            getattr(args, "selection_fraction", 0.0))
@@ -422,6 +431,9 @@ def _run_evaluate(args, _extra) -> int:
 
 
 def _run_generate(args, _extra) -> int:
+    if args.ensemble and (args.server or args.word or not args.model):
+        raise SystemExit("tablegen generate: --ensemble decodes local runs with --model (export the ensemble "
+                         "with `tablegen export --model RUN --ensemble RUN ...` to serve it)")
     if args.word and args.model:
         from tablegen_tf.inference import generate_around
 
@@ -453,6 +465,7 @@ def _add_export(subparsers) -> None:
         "(TF Serving's layout).",
     )
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
+    _add_ensemble_argument(parser)
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--output", help="SavedModel directory")
     target.add_argument("--serving-base", help="serving base path (with --model-name)")
@@ -471,9 +484,9 @@ def _run_export(args, _extra) -> int:
         target = next_version_dir(os.path.join(args.serving_base, args.model_name))
     # Write beside, then rename: a polling server never sees a half-written version.
     staging = target.rstrip("/") + ".tmp"
-    export_saved_model(args.model, staging)
+    export_saved_model(args.model, staging, ensemble=args.ensemble)
     os.replace(staging, target)
-    print(f"exported {args.model} -> {target}")
+    print(f"exported {' + '.join([args.model, *args.ensemble])} -> {target}")
     return 0
 
 

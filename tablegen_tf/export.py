@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from typing import Sequence
 
 import tensorflow as tf
 
@@ -30,6 +31,7 @@ from tablegen_tf.generation import decode_text
 # per supported width, chosen with tf.switch_case.
 SUPPORTED_BEAMS = tuple(range(1, 11))
 CONFIG_ASSET = os.path.join("assets.extra", "tablegen_config.json")
+MEMBERS_ASSET = os.path.join("assets.extra", "tablegen_checkpoints.json")  # the checkpoint(s) exported
 
 
 class ServingModule(tf.Module):
@@ -79,16 +81,20 @@ class ServingModule(tf.Module):
         return {"text": text, "score": score}
 
 
-def export_saved_model(run_dir: str, export_dir: str) -> str:
-    """Writes the SavedModel of a training run's best checkpoint to ``export_dir``."""
-    from tablegen_tf.training.trainer import load_trained
+def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = ()) -> str:
+    """Writes the SavedModel of a training run's best checkpoint to ``export_dir``; with
+    ``ensemble`` (more run directories), of the runs' ensemble (tablegen_tf.ensemble),
+    which decodes with ``run_dir``'s config."""
+    from tablegen_tf.ensemble import load_ensemble
 
-    trained = load_trained(run_dir)
+    trained = load_ensemble([run_dir, *ensemble])
     module = ServingModule(trained.model, trained.featurizer, trained.config)
     tf.saved_model.save(module, export_dir, signatures=module.signatures())
     os.makedirs(os.path.dirname(os.path.join(export_dir, CONFIG_ASSET)), exist_ok=True)
     with open(os.path.join(export_dir, CONFIG_ASSET), "w") as handle:
         json.dump(trained.config.to_dict(), handle, indent=2)
+    with open(os.path.join(export_dir, MEMBERS_ASSET), "w") as handle:
+        json.dump({"checkpoints": trained.checkpoint.split(" + ")}, handle, indent=2)
     return export_dir
 
 

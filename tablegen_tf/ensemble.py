@@ -1,0 +1,98 @@
+"""Ensembles of independently trained runs: one model whose decoding step averages the
+members' next-token distributions, so the searches, slot reranking and the SavedModel
+(serving gets the gain too) need nothing special.
+
+    p(y_t | y_<t, x) = 1/N sum_n p_n(y_t | y_<t, x)          (probability averaging)
+
+computed in log space as logsumexp_n log p_n - log N. The members read one featurizer's
+batches, so they must agree on everything that shapes them: the family (its featurizer
+and extended vocabulary: ids >= V copy source item id - V), the vocabularies, the
+tokenizer and the table clipping of the data section. Sizes, seeds and training data
+may differ. Two-stage families (a plan decoded inside ``encode``) are refused: averaging
+the text given different plans is not the same model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+import tensorflow as tf
+
+from tablegen_tf.models.base import GenerationModel
+
+# DataConfig fields the featurizer reads: members must agree on them.
+FEATURIZER_DATA_FIELDS = ("max_words", "max_position", "max_records", "max_source_length")
+
+
+class EnsembleModel(GenerationModel):
+    """Decoding contract of ``members`` (same featurizer), averaging their distributions."""
+
+    def __init__(self, members: Sequence[GenerationModel], **kwargs):
+        super().__init__(name="ensemble", **kwargs)
+        if len(members) < 2:
+            raise ValueError("an ensemble needs at least two members")
+        self.members = list(members)
+
+    def build(self, *args, **kwargs):
+        self.built = True
+
+    def compute_loss_from_batch(self, batch, training=False):
+        raise NotImplementedError("an ensemble is assembled from trained runs, not trained")
+
+    def encode(self, features, training=False):
+        return tuple(member.encode(features, training=training) for member in self.members)
+
+    def initial_decoding_state(self, memory):
+        return tuple(member.initial_decoding_state(m) for member, m in zip(self.members, memory))
+
+    def tile(self, memory, multiplier):
+        return tuple(member.tile(m, multiplier) for member, m in zip(self.members, memory))
+
+    def decoding_step_fn(self, memory):
+        step_fns = [member.decoding_step_fn(m) for member, m in zip(self.members, memory)]
+        log_n = math.log(len(step_fns))
+
+        def step_fn(prev_ids, step, state):
+            outputs = [fn(prev_ids, step, s) for fn, s in zip(step_fns, state)]
+            log_probs = tf.stack([log_probs for log_probs, _ in outputs])  # [N_members, N, W]
+            return tf.reduce_logsumexp(log_probs, axis=0) - log_n, tuple(s for _, s in outputs)
+
+        return step_fn
+
+
+def check_compatible(runs) -> None:
+    """``runs``: ``Trained`` of each member (first = the reference). A ValueError naming
+    the run and what differs if one cannot share the first one's featurizer."""
+    first = runs[0]
+    for run in runs[1:]:
+        problems = []
+        if run.family.name != first.family.name:
+            problems.append(f"family {run.family.name!r} != {first.family.name!r}")
+        if run.vocabs.tokens != first.vocabs.tokens:
+            problems.append("vocabularies differ (train the members on one prepared directory)")
+        if run.config.tokenizer != first.config.tokenizer:
+            problems.append("tokenizer settings differ")
+        for name in FEATURIZER_DATA_FIELDS:
+            mine, theirs = getattr(run.config.data, name), getattr(first.config.data, name)
+            if mine != theirs:
+                problems.append(f"data.{name} {mine} != {theirs}")
+        if problems:
+            raise ValueError(f"cannot ensemble {run.checkpoint} with {first.checkpoint}: " + "; ".join(problems))
+    planned = [run.checkpoint for run in runs if run.model.has_planning_stage]
+    if planned:
+        raise ValueError(f"cannot ensemble two-stage models (a plan decoded in encode): {planned[0]}")
+
+
+def load_ensemble(model_dirs: Sequence[str]):
+    """A ``Trained`` whose model averages the runs in ``model_dirs``; config, vocabularies
+    and featurizer are the first run's (its decode settings apply). One run: that run."""
+    from tablegen_tf.training.trainer import load_trained
+
+    runs = [load_trained(model_dir) for model_dir in model_dirs]
+    if len(runs) == 1:
+        return runs[0]
+    check_compatible(runs)
+    return dataclasses.replace(runs[0], model=EnsembleModel([run.model for run in runs]),
+                               checkpoint=" + ".join(run.checkpoint for run in runs))
