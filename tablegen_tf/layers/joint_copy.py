@@ -79,6 +79,16 @@ def joint_copy_nll(vocab_logits, labels, switch_logit, copy_log_probs, copy_mask
     return -_logaddexp(gen, copy)
 
 
+def smoothed_nll(nll, vocab_logits, epsilon):
+    """Label smoothing (Szegedy et al. 2016) as its loss decomposes: (1 - eps) NLL(y) +
+    eps CE(u, P_vocab), u uniform over the V words. With copy, the smoothing mass goes to
+    the vocabulary softmax only: a uniform target over the extended vocabulary would
+    depend on each table's size, and the copy path is what must stay sharp."""
+    logits = tf.cast(vocab_logits, tf.float32)
+    uniform_ce = tf.reduce_logsumexp(logits, axis=-1) - tf.reduce_mean(logits, axis=-1)
+    return (1.0 - epsilon) * nll + epsilon * uniform_ce
+
+
 def _logaddexp(a, b):
     top = tf.maximum(a, b)
     return top + tf.math.log1p(tf.exp(-tf.abs(a - b)))

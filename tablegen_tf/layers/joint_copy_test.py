@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, scatter_rows
+from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, scatter_rows, smoothed_nll
 from tablegen_tf.layers.testing import SIZES, make_train_step
 
 V = 6
@@ -112,3 +112,12 @@ def test_tiny_model_learns_to_copy_an_unseen_oov_token():
     np.testing.assert_array_equal(decoded[0], 4)
     np.testing.assert_array_equal(decoded[1], SIZES["words"] + name)  # copy of the OOV record
     np.testing.assert_array_equal(decoded[2], 3)
+
+
+def test_label_smoothing_adds_the_cross_entropy_to_a_uniform_vocabulary_target():
+    p_vocab = np.array([[0.1, 0.1, 0.2, 0.1, 0.4, 0.1]], np.float32)
+    nll = tf.constant([1.5])
+    smoothed = smoothed_nll(nll, tf.constant(np.log(p_vocab) + 3.0), 0.1)  # logits: any offset
+    uniform_ce = -np.mean(np.log(p_vocab))
+    np.testing.assert_allclose(smoothed.numpy(), [0.9 * 1.5 + 0.1 * uniform_ce], rtol=1e-5)
+    np.testing.assert_allclose(smoothed_nll(nll, tf.constant(np.log(p_vocab)), 0.0).numpy(), [1.5])

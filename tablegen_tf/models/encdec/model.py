@@ -39,7 +39,7 @@ from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.content_selection import ContentSelectionGate
 from tablegen_tf.layers.initial_state import EntityMeanInitialState
-from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, masked_mean
+from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, masked_mean, smoothed_nll
 from tablegen_tf.layers.lstm_decoder import AttentionLSTMDecoder
 from tablegen_tf.layers.record_encoder import RecordEncoder
 from tablegen_tf.models.base import GenerationModel
@@ -64,6 +64,9 @@ class EncDecConfig:
     group_dim: int = 0
     attention: str = "general"  # Luong general | dot | bahdanau
     dropout: float = 0.3
+    # Label smoothing eps of the vocabulary softmax (training loss only; perplexity and
+    # decoding are unchanged): (1 - eps) NLL + eps CE(uniform over V, P_vocab).
+    label_smoothing: float = 0.0
     # Keras dtype policy of every layer: float32 | mixed_bfloat16 (bf16 matmuls with float32
     # weights and losses; faster on CPUs with AMX/AVX512-BF16, slower without).
     dtype: str = "float32"
@@ -112,6 +115,7 @@ class EncDec(GenerationModel):
         group_dim=0,
         attention="general",
         dropout=0.0,
+        label_smoothing=0.0,
         copy=False,
         content_selection=False,
         **kwargs,
@@ -133,6 +137,7 @@ class EncDec(GenerationModel):
         self.group_dim = group_dim
         self.attention = attention
         self.dropout = dropout
+        self.label_smoothing = label_smoothing
         self.copy = copy
         self.content_selection = content_selection
         with _dtype_policy(self.dtype_policy):
@@ -286,6 +291,8 @@ class EncDec(GenerationModel):
         state = self.initial_decoding_state(memory)
         outputs, _ = self.decode_sequence(memory, batch["target_in"], state, training=training, tokens=tokens)
         nll = self.token_nll(outputs, memory, batch["target_out"], batch["copy_mask"], tokens=tokens)
+        if training and self.label_smoothing > 0:
+            nll = smoothed_nll(nll, outputs["vocab_logits"], self.label_smoothing)
         mean = tf.math.divide_no_nan(tf.reduce_sum(nll), tf.cast(tf.size(nll), tf.float32))
         return mean + self.auxiliary_loss(memory, batch)
 
@@ -368,5 +375,5 @@ class EncDec(GenerationModel):
 CONFIG_KEYS = (
     "word_vocab_size", "field_vocab_size", "entity_vocab_size", "group_vocab_size", "max_position",
     "hidden_size", "num_layers", "word_dim", "field_dim", "value_dim", "position_dim", "entity_dim",
-    "group_dim", "attention", "dropout", "copy", "content_selection",
+    "group_dim", "attention", "dropout", "label_smoothing", "copy", "content_selection",
 )
