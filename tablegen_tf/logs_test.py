@@ -27,6 +27,8 @@ SEEN_NOISE = [
     "WARNING:apache_beam.runners.portability.local_job_service:Worker: severity: WARN message: "
     "\"Discarding unparseable args: ['--pipeline_type_check']\"",
     "INFO:absl:Component Trainer is running.",
+    "E0000 00:00:1795540756.417323   10555 util.cc:131] oneDNN supports DT_INT32 only on platforms with "
+    "AVX-512. Falling back to the default Eigen-based implementation if present.",
 ]
 
 
