@@ -235,6 +235,11 @@ def verdict(report: Dict) -> str:
         return f"run failed in {failed}; nothing pushed"
     figures = {s["name"]: s["figures"] for s in report["stages"]}
     message = (figures.get("Evaluator") or {}).get("message") or ""
+    if report["stages"] and all(s["status"] == "cached" for s in report["stages"]):
+        # A rerun over unchanged data, code and config: nothing was trained or pushed now.
+        version = report["model"].get("version")
+        kept = f"version {version} stays the pushed model" if report["model"]["pushed"] else "nothing pushed"
+        return f"every stage cached (same data, code and config); {kept}"
     if report["model"]["pushed"]:
         return f"model pushed: {message}"
     return f"model NOT pushed: {message}" if message else "model NOT pushed"

@@ -128,6 +128,15 @@ def test_not_blessed_is_not_pushed_and_says_why(tmp_path):
     assert built["verdict"] == "model NOT pushed: BLEU 60.00 < baseline 65.00 - 0.00"
 
 
+def test_a_fully_cached_rerun_says_nothing_new_was_trained(tmp_path):
+    tracker = _finished_tracker()
+    for stage in tracker.stages:
+        stage.status = "cached"
+    built = _report(tmp_path, tracker)
+    assert built["verdict"] == ("every stage cached (same data, code and config); "
+                                "version 1795426740 stays the pushed model")
+
+
 def test_logs_rotate_and_runs_get_their_own_dir(tmp_path):
     root = str(tmp_path / "root")
     first = report.RunPaths.create(root, now=datetime.datetime(2026, 1, 1, 0, 0, 0))
