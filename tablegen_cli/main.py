@@ -252,6 +252,8 @@ def training_config(args):
 def _run_train(args, _extra) -> int:
     import json
 
+    import tensorflow as tf
+
     from tablegen_tf.config import ConfigError
     from tablegen_tf.progress import format_duration, format_rate
     from tablegen_tf.training.trainer import Trainer
@@ -262,7 +264,18 @@ def _run_train(args, _extra) -> int:
         print(f"tablegen train: error: {error}", file=sys.stderr)
         return 2
     trainer = Trainer(config, args.out)
-    result = trainer.train(warm_start_from=args.warm_start_from, progress=not args.no_progress)
+    try:
+        result = trainer.train(warm_start_from=args.warm_start_from, progress=not args.no_progress)
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
+        if trainer.workers == 1:
+            raise
+        # A multi-worker peer died: its heartbeats stopped and the collectives were aborted.
+        reason = next((line for line in str(error).splitlines() if "unhealthy" in line or "aborted" in line),
+                      type(error).__name__)
+        print(f"tablegen train: error: worker {trainer.worker} of {trainer.workers}: a peer worker stopped "
+              f"({reason.strip()}); start every worker again to resume from the last checkpoint in "
+              f"{args.out}/checkpoints", file=sys.stderr)
+        return 1
     if not trainer.is_chief:  # a multi-worker run's worker K > 0: the chief reports and writes OUT
         return 0
     with open(os.path.join(args.out, "train_result.json"), "w", encoding="utf-8") as handle:
