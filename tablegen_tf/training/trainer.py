@@ -330,6 +330,17 @@ class Trainer:
 
         return iter(self.strategy.distribute_datasets_from_function(worker_batches))
 
+    def _all_workers_agree(self, local: bool) -> bool:
+        """True when any worker says so: the workers must stop at the same step (a worker
+        that stopped alone would leave the others waiting in their next collective)."""
+        if self.workers == 1:
+            return local
+        if not hasattr(self, "_count_votes"):
+            strategy = self.strategy
+            self._count_votes = tf.function(lambda vote: strategy.reduce(
+                tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(vote,)), axis=None))
+        return bool(self._count_votes(tf.constant(1.0 if local else 0.0)) > 0)
+
     def _save(self, manager: tf.train.CheckpointManager, step: int) -> None:
         if self.is_chief:
             manager.save(checkpoint_number=step)
@@ -399,7 +410,7 @@ class Trainer:
             if max_steps and step >= max_steps:
                 stopped = "max_steps"
                 break
-            if max_seconds and time.time() - start >= max_seconds:
+            if max_seconds and self._all_workers_agree(time.time() - start >= max_seconds):
                 stopped = "max_minutes"
                 break
             # tf.summary calls inside a family's loss go to logs/train every log_every steps
