@@ -15,6 +15,7 @@ the expensive part):
 """
 
 import glob
+import json
 import os
 import re
 import signal
@@ -92,10 +93,8 @@ def _newest_checkpoint_step(out):
 
 def _worker_processes(launcher):
     """index -> psutil.Process of the launcher's workers (from their TF_CONFIG)."""
-    import json
-
     workers = {}
-    for child in launcher.children(recursive=True):
+    for child in launcher.children():  # the workers; their own children inherit TF_CONFIG too
         try:
             config = json.loads(child.environ().get("TF_CONFIG", "{}"))
         except (psutil.Error, ValueError):
@@ -109,7 +108,7 @@ def _kill_worker_one_mid_run(data, out):
     """Starts 2 workers, SIGKILLs worker 1 once a checkpoint past KILL_AFTER_CHECKPOINT is
     on disk; returns the launcher's exit code, stderr and the pids it started."""
     env = {**os.environ, "PYTHONPATH": ROOT}
-    launcher = subprocess.Popen(_command(data, out, 2), env=env, stdout=subprocess.PIPE,
+    launcher = subprocess.Popen(_command(data, out, 2), env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
     try:
         parent, pids = psutil.Process(launcher.pid), set()
@@ -122,7 +121,7 @@ def _kill_worker_one_mid_run(data, out):
         assert launcher.poll() is None and set(workers) == {0, 1}, "the run ended before the kill"
         pids |= {p.pid for p in parent.children(recursive=True)}
         workers[1].send_signal(signal.SIGKILL)
-        stdout, stderr = launcher.communicate(timeout=60)  # bounded: the launcher stops worker 0
+        _, stderr = launcher.communicate(timeout=60)  # bounded: the launcher stops worker 0
         return launcher.returncode, stderr, pids
     finally:
         if launcher.poll() is None:
