@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # this process only reads the summaries
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
@@ -29,6 +30,8 @@ SIZE = ["model.name=encdec-copy", "model.hidden_size=128", "model.word_dim=128",
 
 def steady_tokens_per_second(out: str) -> float:
     import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
 
     rates = []
     for path in sorted(glob.glob(os.path.join(out, "logs", "train", "events.*"))):
@@ -54,7 +57,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=os.path.join(ROOT, "runs", "data", "e2e"))
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2],
+                        help="worker counts in the order run, e.g. 1 2 1 2 to see the noise of a shared machine")
     args = parser.parse_args()
     train_dir = ensure_data(args.data)
     print(f"E2E train, encdec-copy 1x128, global batch 64, {args.steps} steps; {os.cpu_count()} cores; "

@@ -50,6 +50,10 @@ KNOWN_NOISE = (
     r"computation placer already registered",
     r"TF-TRT Warning",
     r"successful NUMA node read",
+    r"oneDNN supports DT_INT32 only on platforms with AVX-512",
+    # multi-worker training: a peer that finished (or died) first; `tablegen train` says
+    # which worker stopped in its own words
+    r"StartAbort UNAVAILABLE: .*stopped sending heartbeats",
     # TFX orchestration chatter and ML Metadata without ZetaSQL
     r"Component \S+ is (?:running|finished)",
     r"ArtifactQuery\.property_predicate is not supported",
