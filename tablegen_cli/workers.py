@@ -26,7 +26,8 @@ from typing import List, Optional
 
 LOOPBACK = "127.0.0.1"
 POLL_SECONDS = 0.2
-STOP_GRACE_SECONDS = 10.0  # SIGTERM, then SIGKILL: a worker blocked in a collective ignores SIGTERM
+STOP_GRACE_SECONDS = 10.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGTERM, then SIGKILL: a worker blocked in a collective ignores SIGTERM
 
 
 def worker_log(out: str, index: int) -> str:
@@ -99,8 +100,27 @@ def _stop(processes: List[subprocess.Popen]) -> None:
             process.wait(timeout=1.0)
 
 
+class _Stopped(Exception):
+    """SIGINT (Ctrl-C), SIGTERM or SIGHUP reached the launcher."""
+
+
+def _raise_stopped(signum, _frame):
+    raise _Stopped(signal.Signals(signum).name)
+
+
 def run(argv: List[str], workers: int, out: str) -> int:
     """Starts ``workers`` workers, waits for them; 0 when all finished, else 1."""
+    # Explicit handlers: a launcher started in the background ignores SIGINT by default,
+    # and SIGTERM's default would leave the workers running without us.
+    previous = {sig: signal.signal(sig, _raise_stopped) for sig in STOP_SIGNALS}
+    try:
+        return _launch_and_wait(argv, workers, out)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _launch_and_wait(argv: List[str], workers: int, out: str) -> int:
     os.makedirs(os.path.join(out, "logs"), exist_ok=True)
     ports = free_loopback_ports(workers)
     processes: List[subprocess.Popen] = []
@@ -131,10 +151,13 @@ def run(argv: List[str], workers: int, out: str) -> int:
             if all(code == 0 for code in codes):
                 return 0
             time.sleep(POLL_SECONDS)
-    except KeyboardInterrupt:
-        say("interrupted: stopping the workers (the same command resumes from the last checkpoint)")
+    except (_Stopped, KeyboardInterrupt) as stop:
+        say(f"interrupted ({stop or 'SIGINT'}): stopping the workers (the same command resumes from the last "
+            f"checkpoint)")
         return 130
     finally:
+        for sig in STOP_SIGNALS:  # a second Ctrl-C must not cut the stopping short
+            signal.signal(sig, signal.SIG_IGN)
         _stop(processes)
         for handle in logs:
             handle.close()
