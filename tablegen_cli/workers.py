@@ -26,7 +26,9 @@ from typing import List, Optional
 
 LOOPBACK = "127.0.0.1"
 POLL_SECONDS = 0.2
-STOP_GRACE_SECONDS = 10.0
+# SIGTERM, then SIGKILL: a worker under MultiWorkerMirroredStrategy keeps training after
+# SIGTERM (measured: 10 s and counting), and training is crash-safe under SIGKILL.
+STOP_GRACE_SECONDS = 2.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGTERM, then SIGKILL: a worker blocked in a collective ignores SIGTERM
 
 
