@@ -45,7 +45,7 @@ def measure(name, config_files, data, steps, tables, run_dir=None):
             step(iterator)
         tokens, start = 0, time.perf_counter()
         for _ in range(steps):
-            _, count = step(iterator)
+            _, count, _ = step(iterator)  # loss, global tokens, this worker's example ids
             tokens += int(count)
         result["train_tokens_per_s"] = round(tokens / (time.perf_counter() - start))
         model, featurizer = trainer.model, trainer.featurizer

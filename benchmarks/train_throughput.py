@@ -56,7 +56,7 @@ def measure(train_dir: str, overrides: dict, steps: int, warmup: int) -> dict:
             step(iterator)
         tokens, start = 0, time.perf_counter()
         for _ in range(steps):
-            _, count = step(iterator)
+            _, count, _ = step(iterator)  # loss, global tokens, this worker's example ids
             tokens += int(count)
         seconds = time.perf_counter() - start
     return {"tokens_per_second": round(tokens / seconds), "steps": steps, "seconds": round(seconds, 1),

@@ -12,6 +12,8 @@ import os
 import sys
 from typing import List, Optional
 
+from tablegen_cli import workers
+from tablegen_cli.workers import tf_config_worker, worker_log
 from tablegen_tf.readers import format_names
 
 # TensorFlow's C++ INFO/WARNING start-up lines drown the tool's own output; users can
@@ -161,6 +163,10 @@ def _add_train(subparsers) -> None:
     parser.add_argument("--max-minutes", type=float, default=None, help="wall-time safety cap (train.max_minutes)")
     parser.add_argument("--warm-start-from", default=None, help="initialise weights from another run directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="train with N worker processes on this host (MultiWorkerMirroredStrategy over "
+                        "loopback ports; worker 0 reports here and writes OUT, worker K logs to "
+                        "OUT/logs/worker-K.log); data.batch_size stays the global batch")
     parser.set_defaults(handler=_run_train)
 
 
@@ -246,6 +252,8 @@ def training_config(args):
 def _run_train(args, _extra) -> int:
     import json
 
+    import tensorflow as tf
+
     from tablegen_tf.config import ConfigError
     from tablegen_tf.progress import format_duration, format_rate
     from tablegen_tf.training.trainer import Trainer
@@ -256,7 +264,20 @@ def _run_train(args, _extra) -> int:
         print(f"tablegen train: error: {error}", file=sys.stderr)
         return 2
     trainer = Trainer(config, args.out)
-    result = trainer.train(warm_start_from=args.warm_start_from, progress=not args.no_progress)
+    try:
+        result = trainer.train(warm_start_from=args.warm_start_from, progress=not args.no_progress)
+    except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
+        if trainer.workers == 1:
+            raise
+        # A multi-worker peer died: its heartbeats stopped and the collectives were aborted.
+        reason = next((line for line in str(error).splitlines() if "unhealthy" in line or "aborted" in line),
+                      type(error).__name__)
+        print(f"tablegen train: error: worker {trainer.worker} of {trainer.workers}: a peer worker stopped "
+              f"({reason.strip()}); start every worker again to resume from the last checkpoint in "
+              f"{args.out}/checkpoints", file=sys.stderr)
+        return 1
+    if not trainer.is_chief:  # a multi-worker run's worker K > 0: the chief reports and writes OUT
+        return 0
     with open(os.path.join(args.out, "train_result.json"), "w", encoding="utf-8") as handle:
         json.dump(result.__dict__, handle, indent=2)
     print(f"trained {result.steps:,} steps in {format_duration(result.seconds)} (stopped: {result.stopped_because}), "
@@ -553,6 +574,8 @@ def _log_file(args) -> Optional[str]:
     """Where a quiet command keeps its full log: in the directory it writes or reads."""
     if args.command == "prepare":
         return os.path.join(args.output, "logs", "prepare.log")
+    if args.command == "train" and tf_config_worker():  # a multi-worker run's worker K > 0
+        return worker_log(args.out, tf_config_worker())
     if args.command in ("train", "average"):
         return os.path.join(args.out, "logs", f"{args.command}.log")
     if getattr(args, "model", None) and os.path.isdir(args.model):
@@ -582,6 +605,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if extra and args.command != "prepare":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        if args.command == "train" and args.workers != 1:
+            if args.workers < 1:
+                parser.error("--workers: at least 1")
+            # Not under the quiet session: the chief's console passes through as is.
+            return workers.run(sys.argv[1:] if argv is None else list(argv), args.workers, args.out)
         if args.command in QUIET_COMMANDS:
             return _run_quietly(args, extra)
         return args.handler(args, extra)

@@ -51,6 +51,9 @@ KNOWN_NOISE = (
     r"TF-TRT Warning",
     r"successful NUMA node read",
     r"oneDNN supports DT_\w+ only on platforms with",  # an int op falls back to Eigen: same results
+    # multi-worker training: a peer that finished (or died) first; `tablegen train` says
+    # which worker stopped in its own words
+    r"StartAbort UNAVAILABLE: .*stopped sending heartbeats",
     # TFX orchestration chatter and ML Metadata without ZetaSQL
     r"Component \S+ is (?:running|finished)",
     r"ArtifactQuery\.property_predicate is not supported",

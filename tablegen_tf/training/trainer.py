@@ -16,7 +16,7 @@ import json
 import math
 import os
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import logging
 
@@ -46,6 +46,7 @@ class TrainResult:
     stopped_because: str
     seconds: float
     tokens_per_second: float
+    examples_seen: int = 0  # by this worker, this session (its share with several workers)
 
 
 def variables_checkpoint(model, optimizer=None, **extra) -> tf.train.Checkpoint:
@@ -88,6 +89,10 @@ def make_optimizer(config: OptimizerConfig) -> keras.optimizers.Optimizer:
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy:
+    """default: one device; mirrored: every local GPU (or CPU) of this host;
+    multi_worker_mirrored: the workers TF_CONFIG names, e.g. the ones `tablegen train
+    --workers N` starts (one per host, or N on loopback ports). Created before any other
+    TensorFlow op: MultiWorkerMirroredStrategy must configure the runtime first."""
     if name in ("", "default", None):
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -95,6 +100,23 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     if name == "multi_worker_mirrored":
         return tf.distribute.MultiWorkerMirroredStrategy()
     raise ConfigError(f"train.strategy: unknown strategy {name!r}: use default, mirrored or multi_worker_mirrored")
+
+
+def worker_index_and_count(strategy: tf.distribute.Strategy) -> Tuple[int, int]:
+    """(this worker's index, number of workers): (0, 1) unless multi-worker."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    cluster = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    if not cluster:
+        return 0, 1
+    return int(resolver.task_id or 0), sum(len(tasks) for kind, tasks in cluster.items() if kind in ("chief", "worker"))
+
+
+def replica_slice(batch: Dict[str, tf.Tensor], replica: tf.Tensor, replicas: int) -> Dict[str, tf.Tensor]:
+    """Rows [replica*B/R, (replica+1)*B/R) of a global batch of B rows: every replica's
+    share of the same global batch one device would train on, padding unchanged."""
+    rows = tf.shape(batch["target_mask"], out_type=tf.int64)[0]
+    begin, end = replica * rows // replicas, (replica + 1) * rows // replicas
+    return tf.nest.map_structure(lambda tensor: tensor[begin:end], batch)
 
 
 def vocab_dir(config: Config) -> str:
@@ -151,20 +173,27 @@ class Trained:
 
 class Trainer:
     def __init__(self, config: Config, output_dir: str, strategy: Optional[tf.distribute.Strategy] = None):
+        self.strategy = strategy or make_strategy(config.train.strategy)
+        # Only the chief (worker 0) writes to the run directory: checkpoints, summaries,
+        # config, vocabularies. The other workers compute the same steps and write nothing.
+        self.worker, self.workers = worker_index_and_count(self.strategy)
+        self.is_chief = self.worker == 0
         self.family = get_family(config.model.name)
         for data_dir in (config.data.train, config.data.valid):
             check_example_form(self.family, data_dir)
-        os.makedirs(output_dir, exist_ok=True)
-        vocab = copy_vocabularies(vocab_dir(config), os.path.join(output_dir, "vocab"))
-        self.config = config = config.replace(data=dataclasses.replace(config.data, vocab=vocab))
+        if self.is_chief:
+            os.makedirs(output_dir, exist_ok=True)
+            vocab = copy_vocabularies(vocab_dir(config), os.path.join(output_dir, "vocab"))
+            config = config.replace(data=dataclasses.replace(config.data, vocab=vocab))
+        self.config = config
         self.output_dir = output_dir
         self._say: Callable[[str], None] = _log.info  # train() shows these on its progress line
         self.train_config = config.train
         self.decode_config = config.decode
-        self.strategy = strategy or make_strategy(self.train_config.strategy)
         self.vocabs = load_vocabularies(config)
         self.featurizer = self.family.featurizer(self.vocabs, config)
-        save_run_config(config, output_dir)
+        if self.is_chief:
+            save_run_config(config, output_dir)
         keras.utils.set_random_seed(self.train_config.seed)  # initialisation; input order is seeded below
         with self.strategy.scope():
             self.model = self.family.build_model(config, vocab_sizes(self.vocabs))
@@ -194,7 +223,8 @@ class Trainer:
             lambda batch: generate_text(self.model, self.featurizer, batch, self.decode_config)[0],
             reduce_retracing=True)
         self.writers = {
-            name: tf.summary.create_file_writer(os.path.join(output_dir, LOGS, name)) for name in ("train", "valid")
+            name: tf.summary.create_file_writer(os.path.join(output_dir, LOGS, name)) if self.is_chief
+            else tf.summary.create_noop_writer() for name in ("train", "valid")
         }
 
     def _build_variables(self):
@@ -238,28 +268,82 @@ class Trainer:
         if tbptt and not model.supports_tbptt:
             raise ConfigError(f"train.tbptt: model {self.family.name!r} does not support truncated BPTT")
 
+        replicas = strategy.num_replicas_in_sync
+
+        def global_token_share(batch):
+            """This replica's share of the global batch's target tokens: each replica's mean
+            loss weighted by it sums to the mean over the global batch, the loss one device
+            computes on the whole batch (tf.distribute sums the replicas' gradients)."""
+            if replicas == 1:
+                return None  # the plain loss: bitwise what the single-device trainer computes
+            tokens = tf.reduce_sum(tf.cast(batch["target_mask"], tf.float32))
+            return tokens / tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, tokens)
+
         def replica_step(batch):
+            share = global_token_share(batch)
             if tbptt:
                 loss, grads = model.tbptt_loss_and_gradients(batch, tbptt.t1, tbptt.t2, training=True)
-                grads = [g / strategy.num_replicas_in_sync if g is not None else None for g in grads]
+                if share is not None:
+                    grads = [g * share if g is not None else None for g in grads]
             else:
                 with tf.GradientTape() as tape:
                     loss = model.compute_loss_from_batch(batch, training=True)
-                    scaled = loss / strategy.num_replicas_in_sync
+                    scaled = loss if share is None else loss * share
                 grads = tape.gradient(scaled, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
             tokens = tf.reduce_sum(tf.cast(batch["target_mask"], tf.int64))
-            return loss, tokens
+            return loss if share is None else loss * share, tokens, batch["example_id"]
 
         @tf.function
         def train_step(iterator):
-            loss, tokens = strategy.run(replica_step, args=(next(iterator),))
+            loss, tokens, example_ids = strategy.run(replica_step, args=(next(iterator),))
             return (
-                strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None),
+                strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
                 strategy.reduce(tf.distribute.ReduceOp.SUM, tokens, axis=None),
+                tf.concat(strategy.experimental_local_results(example_ids), axis=0),  # this worker's rows
             )
 
         return train_step
+
+    def _training_batches(self, start_step: int):
+        """An iterator over the seeded global batches from ``start_step`` on (a resume
+        continues the same order). With R replicas, every worker reads the same global
+        batches and keeps its replicas' rows (replica_slice): the replicas together train
+        on exactly the batch one device would, so losses match across topologies."""
+        replicas = self.strategy.num_replicas_in_sync
+
+        def global_batches():
+            dataset = self.dataset(self.config.data.train, training=True)
+            if replicas > 1:  # a bucket's last batch of an epoch can be too small to split
+                dataset = dataset.filter(lambda batch: tf.shape(batch["target_mask"])[0] >= replicas)
+            return dataset.repeat().skip(start_step)
+
+        if replicas == 1:
+            return iter(self.strategy.experimental_distribute_dataset(global_batches()))
+
+        def worker_batches(context: tf.distribute.InputContext) -> tf.data.Dataset:
+            local = replicas // context.num_input_pipelines
+            first = context.input_pipeline_id * local
+            # one element per local replica, in replica order (how they are handed out)
+            return global_batches().flat_map(lambda batch: tf.data.Dataset.range(first, first + local).map(
+                lambda replica: replica_slice(batch, replica, replicas)))
+
+        return iter(self.strategy.distribute_datasets_from_function(worker_batches))
+
+    def _all_workers_agree(self, local: bool) -> bool:
+        """True when any worker says so: the workers must stop at the same step (a worker
+        that stopped alone would leave the others waiting in their next collective)."""
+        if self.workers == 1:
+            return local
+        if not hasattr(self, "_count_votes"):
+            strategy = self.strategy
+            self._count_votes = tf.function(lambda vote: strategy.reduce(
+                tf.distribute.ReduceOp.SUM, strategy.run(tf.identity, args=(vote,)), axis=None))
+        return bool(self._count_votes(tf.constant(1.0 if local else 0.0)) > 0)
+
+    def _save(self, manager: tf.train.CheckpointManager, step: int) -> None:
+        if self.is_chief:
+            manager.save(checkpoint_number=step)
 
     def _eval_loss(self, data_dir: str, max_batches: int) -> float:
         total, count = 0.0, 0
@@ -317,28 +401,29 @@ class Trainer:
         references = read_references(self.featurizer, valid) if valid else None
 
         # The seeded input order continues where the checkpoint left it (a bitwise resume).
-        dataset = self.dataset(self.config.data.train, training=True).repeat().skip(int(self.step.numpy()))
-        iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+        iterator = self._training_batches(int(self.step.numpy()))
         train_step = self._train_step_fn()
-        start, tokens_seen, stopped = time.time(), 0, "budget"
+        start, tokens_seen, examples_seen, stopped = time.time(), 0, 0, "budget"
         window_start, window_tokens = time.time(), 0
         while True:
             step = int(self.step.numpy())
             if max_steps and step >= max_steps:
                 stopped = "max_steps"
                 break
-            if max_seconds and time.time() - start >= max_seconds:
+            if max_seconds and self._all_workers_agree(time.time() - start >= max_seconds):
                 stopped = "max_minutes"
                 break
             # tf.summary calls inside a family's loss go to logs/train every log_every steps
             with self.writers["train"].as_default(step=self.step), tf.summary.record_if(
                     lambda: tf.equal((self.step + 1) % log_every, 0)):
-                loss, tokens = train_step(iterator)
+                loss, tokens, example_ids = train_step(iterator)
             self.step.assign_add(1)
             tokens_seen += int(tokens)
             window_tokens += int(tokens)
+            examples_seen += int(example_ids.shape[0])
             step += 1
             if step % log_every == 0:
+                self._log_examples(step, example_ids)
                 elapsed = time.time() - window_start
                 rate = window_tokens / max(elapsed, 1e-9)
                 if reporter is not None:
@@ -357,23 +442,33 @@ class Trainer:
                     stopped = "early_stopping"
                     break
             if step % save_every == 0:
-                self.manager.save(checkpoint_number=step)
+                self._save(self.manager, step)
         step = int(self.step.numpy())
         if references is not None and int(self.validated_step.numpy()) != step:
             self._validate_step(references, step)
         elif references is None:
-            self.best_manager.save(checkpoint_number=step)
-        self.manager.save(checkpoint_number=step)
+            self._save(self.best_manager, step)
+        self._save(self.manager, step)
         seconds = time.time() - start
         for writer in self.writers.values():
             writer.flush()
         if bar is not None:
             bar.close()
+        if self.workers > 1:
+            self._say(f"tablegen train: worker {self.worker} of {self.workers} trained on {examples_seen:,} examples "
+                      f"(its share of the global batches of this session)")
         return TrainResult(
             steps=step, best_bleu=float(self.best_bleu.numpy()), best_step=int(self.best_step.numpy()),
             stopped_because=stopped, seconds=round(seconds, 1),
-            tokens_per_second=round(tokens_seen / max(seconds, 1e-9), 1),
+            tokens_per_second=round(tokens_seen / max(seconds, 1e-9), 1), examples_seen=examples_seen,
         )
+
+    def _log_examples(self, step: int, example_ids) -> None:
+        """Which examples this worker trained on at ``step`` (the log file, not the console):
+        with several workers, each worker's line names its share of the global batch."""
+        ids = " ".join(i.decode("utf-8") for i in example_ids.numpy())
+        _log.debug("step %d: worker %d of %d trained on %d examples: %s", step, self.worker, self.workers,
+                   int(example_ids.shape[0]), ids)
 
     def _validate_step(self, references, step: int) -> None:
         improved = self._evaluate_and_keep_best(references, step)
@@ -409,7 +504,7 @@ class Trainer:
         if improved:
             self.best_bleu.assign(scores["bleu"])
             self.best_step.assign(step)
-            self.best_manager.save(checkpoint_number=step)
+            self._save(self.best_manager, step)
         else:
             self._decay_learning_rate()
         self._say(
