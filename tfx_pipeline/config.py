@@ -119,3 +119,23 @@ def for_kubeflow(config: PipelineConfig) -> PipelineConfig:
         beam_pipeline_args=list(kfp.get("beam_pipeline_args", config.beam_pipeline_args)),
         schema_file=kfp.get("schema_file") or config.schema_file,
     )
+
+
+def airflow_dag_args(config: PipelineConfig) -> Dict[str, Any]:
+    """Keyword arguments of Airflow's ``DAG`` from the ``airflow:`` section (airflow_dag.py).
+
+    ``schedule`` is Airflow >= 2.4's name (``schedule_interval`` before); a timezone-less
+    start date is read as UTC, as Airflow does.
+    """
+    import datetime
+
+    section = config.raw.get("airflow") or {}
+    start = datetime.datetime.fromisoformat(str(section.get("start_date", "2024-01-01")))
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=datetime.timezone.utc)
+    return {
+        "schedule": section.get("schedule"),
+        "start_date": start,
+        "catchup": bool(section.get("catchup", False)),
+        "max_active_runs": int(section.get("max_active_runs", 1)),
+    }

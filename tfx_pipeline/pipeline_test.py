@@ -67,6 +67,17 @@ def test_airflow_dag_needs_airflow():
         importlib.import_module("tfx_pipeline.airflow_dag")
 
 
+def test_the_airflow_dag_is_scheduled_daily_without_backfill(tmp_path):
+    import datetime
+
+    args = pipeline_config.airflow_dag_args(_config(tmp_path))
+    assert args == {"schedule": "@daily", "catchup": False, "max_active_runs": 1,
+                    "start_date": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)}
+    manual = pipeline_config.load(overrides={"airflow": {"schedule": None, "start_date": "2025-06-01T06:00:00+02:00"}})
+    args = pipeline_config.airflow_dag_args(manual)
+    assert args["schedule"] is None and args["start_date"].utcoffset() == datetime.timedelta(hours=2)
+
+
 def test_code_version_follows_sources_not_tests(tmp_path):
     from tfx_pipeline.pipeline import code_version
 
