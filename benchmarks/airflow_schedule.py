@@ -318,6 +318,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         say(f"FAILED: {failure}")
         say(f"work dir kept: {workdir}")
         return 1
+    except BaseException:
+        say(f"work dir kept: {workdir}")
+        raise
     say("wall times: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in timings.items())
         + f"; total {time.monotonic() - start:.0f} s")
     if args.keep:
