@@ -6,6 +6,7 @@ import importlib.util
 import json
 
 import pytest
+import yaml
 
 from tfx_pipeline import config as pipeline_config
 
@@ -60,6 +61,12 @@ def test_kubeflow_v2_compile_writes_every_component(tmp_path):
     parsed = json_format.ParseDict(spec["pipelineSpec"], pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False)
     assert parsed.pipeline_info.name == "tablegen-e2e"
     assert set(parsed.root.dag.tasks) == set(spec["pipelineSpec"]["root"]["dag"]["tasks"])
+    # ... and the KFP SDK's own loader accepts it as a pipeline component.
+    from kfp import components
+
+    loaded = components.load_component_from_text(yaml.safe_dump(spec["pipelineSpec"]))
+    assert loaded.name == "tablegen-e2e"
+    assert set(loaded.pipeline_spec.root.dag.tasks) == set(parsed.root.dag.tasks)
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     for component_id in set(COMPONENT_IDS) - {"latest_blessed_model_resolver"}:
         assert component_id in tasks, sorted(tasks)
