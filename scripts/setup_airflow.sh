@@ -17,8 +17,9 @@
 # project's packages after Airflow's and processes their .pth files too (the editable
 # tablegen install, the glibc-compat ml-metadata/TFDV wheels are just packages there).
 # Airflow's rich 13.9.4 shadows .venv's 15.0.0 -- the one package that differs; keras and
-# our code only use rich's stable API. This takes ~40 s from a warm pip cache; a second
-# full install of the stack (TensorFlow included) takes minutes and duplicates 2 GB.
+# our code only use rich's stable API. From a warm pip cache: 172 s with --clean on a busy
+# 2-core machine (pip 65 s, the import check 27 s); a second full install of the stack
+# (TensorFlow included) would take minutes more and duplicate 2 GB.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
