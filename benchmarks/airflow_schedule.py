@@ -268,7 +268,8 @@ def scenario(workdir: str, timeout: float) -> Dict[str, float]:
         states = node_states(config, seen)
         seen = len(executions(config))
         say(f"run {number} (logical date {logical_date}, data interval {run['data_interval_start']} .. "
-            f"{run['data_interval_end']}): {len(run['tasks'])} Airflow tasks succeeded in {timings[f'run {number}']:.0f} s")
+            f"{run['data_interval_end']}): {len(run['tasks'])} Airflow tasks succeeded "
+            f"in {timings[f'run {number}']:.0f} s")
         say("  ML Metadata: " + ", ".join(f"{node} {'/'.join(s)}" for node, s in states.items()))
         globals()[f"_check_run_{number}"](config, states)
 
@@ -297,6 +298,9 @@ def _check_run_3(config, states) -> None:
     verdict = evaluation(config)
     blessed, versions = bool(verdict.get("blessed")), pushed_versions(config)
     check(verdict.get("baseline") is not None, "run 3: the Evaluator had no baseline (run 1's model)")
+    bleu, baseline = verdict["candidate"]["bleu"], verdict["baseline"]["bleu"]
+    check(blessed == (bleu >= config.evaluator["min_bleu"] and bleu >= baseline - config.evaluator["max_bleu_drop"]),
+          f"run 3: blessed={blessed} disagrees with BLEU {bleu} vs baseline {baseline}")
     check(len(versions) == (2 if blessed else 1), f"run 3: blessed={blessed} but pushed versions {versions}")
     say(f"  BLEU gate: {'blessed, pushed ' + versions[-1] if blessed else 'not blessed, nothing pushed'}: "
         f"{verdict.get('message')}")

@@ -141,7 +141,8 @@ def _worker_pool(spec: Mapping[str, Any], replicas: int, image: str, name: str) 
         raise ValueError(f"kubeflow.vertex_training.{name}.machine_type is required")
     machine = {"machine_type": spec["machine_type"]}
     if spec.get("accelerator_type"):
-        machine.update(accelerator_type=spec["accelerator_type"], accelerator_count=int(spec.get("accelerator_count", 1)))
+        machine.update(accelerator_type=spec["accelerator_type"],
+                       accelerator_count=int(spec.get("accelerator_count", 1)))
     # TFX's Vertex client sets container_spec.command (its executor entry point) itself.
     return {"machine_spec": machine, "replica_count": replicas, "container_spec": {"image_uri": image}}
 
