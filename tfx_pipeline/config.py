@@ -108,6 +108,45 @@ def load(path: Optional[str] = None, overrides: Optional[Mapping] = None) -> Pip
     return from_raw(load_raw(path, overrides))
 
 
+DEFAULT_KUBEFLOW_IMAGE = "gcr.io/my-project/tablegen:latest"
+
+
+def kubeflow_image(config: PipelineConfig) -> str:
+    """The container image of every Kubeflow V2 step (and of the Vertex training pools)."""
+    return (config.raw.get("kubeflow") or {}).get("image") or DEFAULT_KUBEFLOW_IMAGE
+
+
+def vertex_worker_pools(config: PipelineConfig) -> Optional[List[Dict[str, Any]]]:
+    """Vertex AI CustomJobSpec ``worker_pool_specs`` of ``kubeflow.vertex_training`` (None when
+    the section is null): pool 0 the chief (one replica), pool 1 the workers if any."""
+    section = (config.raw.get("kubeflow") or {}).get("vertex_training")
+    if not section:
+        return None
+    for key in ("project", "region", "chief"):
+        if not section.get(key):
+            raise ValueError(f"kubeflow.vertex_training.{key} is required (or set vertex_training: null)")
+    image = kubeflow_image(config)
+    pools = [_worker_pool(section["chief"], 1, image, "chief")]
+    workers = section.get("workers") or {}
+    count = int(workers.get("replica_count", 0))
+    if count < 0:
+        raise ValueError(f"kubeflow.vertex_training.workers.replica_count must be >= 0, got {count}")
+    if count:
+        pools.append(_worker_pool(workers, count, image, "workers"))
+    return pools
+
+
+def _worker_pool(spec: Mapping[str, Any], replicas: int, image: str, name: str) -> Dict[str, Any]:
+    if not spec.get("machine_type"):
+        raise ValueError(f"kubeflow.vertex_training.{name}.machine_type is required")
+    machine = {"machine_type": spec["machine_type"]}
+    if spec.get("accelerator_type"):
+        machine.update(accelerator_type=spec["accelerator_type"],
+                       accelerator_count=int(spec.get("accelerator_count", 1)))
+    # TFX's Vertex client sets container_spec.command (its executor entry point) itself.
+    return {"machine_spec": machine, "replica_count": replicas, "container_spec": {"image_uri": image}}
+
+
 def for_kubeflow(config: PipelineConfig) -> PipelineConfig:
     """The same pipeline with the cloud paths of the `kubeflow:` section."""
     kfp = config.raw.get("kubeflow") or {}
@@ -119,3 +158,23 @@ def for_kubeflow(config: PipelineConfig) -> PipelineConfig:
         beam_pipeline_args=list(kfp.get("beam_pipeline_args", config.beam_pipeline_args)),
         schema_file=kfp.get("schema_file") or config.schema_file,
     )
+
+
+def airflow_dag_args(config: PipelineConfig) -> Dict[str, Any]:
+    """Keyword arguments of Airflow's ``DAG`` from the ``airflow:`` section (airflow_dag.py).
+
+    ``schedule`` is Airflow >= 2.4's name (``schedule_interval`` before); a timezone-less
+    start date is read as UTC, as Airflow does.
+    """
+    import datetime
+
+    section = config.raw.get("airflow") or {}
+    start = datetime.datetime.fromisoformat(str(section.get("start_date", "2024-01-01")))
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=datetime.timezone.utc)
+    return {
+        "schedule": section.get("schedule"),
+        "start_date": start,
+        "catchup": bool(section.get("catchup", False)),
+        "max_active_runs": int(section.get("max_active_runs", 1)),
+    }

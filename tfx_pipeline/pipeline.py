@@ -15,15 +15,16 @@ tablegen_tf, hence ``run_fn`` by module path plus this hash.)
 
 from __future__ import annotations
 
+import copy
 import glob
 import hashlib
 import os
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from tfx import v1 as tfx
 
 from tfx_pipeline import components, evaluator
-from tfx_pipeline.config import PipelineConfig
+from tfx_pipeline.config import PipelineConfig, vertex_worker_pools
 
 os.environ.pop("TF_USE_LEGACY_KERAS", None)  # set by `import tfx`; see runner.py
 
@@ -81,17 +82,42 @@ def _resolver(example_gen, builtin: bool):
     ).with_id(RESOLVER_ID)
 
 
-def _trainer(config: PipelineConfig, examples, schema, base_model):
+def _trainer(config: PipelineConfig, examples, schema, base_model, target: str):
     train_budget = int((config.trainer.get("config") or {}).get("train", {}).get("max_steps") or 0)
-    return tfx.components.Trainer(
+    custom_config = {**config.trainer, "code_version": code_version(CODE["trainer"])}
+    pools = vertex_worker_pools(config) if target == "kubeflow-v2" else None
+    trainer_class = tfx.components.Trainer
+    if pools:
+        trainer_class, custom_config = vertex_trainer(config, custom_config, pools)
+    return trainer_class(
         run_fn=RUN_FN,
         examples=examples,
         schema=schema,
         base_model=base_model,
         train_args=tfx.proto.TrainArgs(splits=["train"], num_steps=train_budget),
         eval_args=tfx.proto.EvalArgs(splits=[config.evaluator.get("split", "eval")]),
-        custom_config={**config.trainer, "code_version": code_version(CODE["trainer"])},
+        custom_config=custom_config,
     )
+
+
+def vertex_trainer(config: PipelineConfig, custom_config: Dict, pools: List[Dict]):
+    """TFX's Vertex Trainer and its custom_config: the step submits a Vertex AI CustomJob whose
+    worker pools run TFX's GenericExecutor (our run_fn) in the pipeline image; with a worker
+    pool the model trains under MultiWorkerMirroredStrategy (TF_CONFIG comes from Vertex)."""
+    from tfx.v1.extensions import google_cloud_ai_platform as vertex
+
+    section = config.raw["kubeflow"]["vertex_training"]
+    custom_config = copy.deepcopy(custom_config)
+    if len(pools) > 1:
+        train = custom_config.setdefault("config", {}).setdefault("train", {})
+        train["strategy"] = "multi_worker_mirrored"
+    custom_config.update({
+        vertex.ENABLE_VERTEX_KEY: True,
+        vertex.VERTEX_REGION_KEY: section["region"],
+        # A Vertex CustomJob (job_spec = CustomJobSpec); TFX pops `project` before submitting.
+        vertex.TRAINING_ARGS_KEY: {"project": section["project"], "job_spec": {"worker_pool_specs": pools}},
+    })
+    return vertex.Trainer, custom_config
 
 
 def _evaluator(config: PipelineConfig, examples, model, baseline_model):
@@ -124,7 +150,7 @@ def create_components(config: PipelineConfig, target: str = "local") -> List:
     gate = components.AnomaliesGate(anomalies=example_validator.outputs["anomalies"])
     resolver = _resolver(example_gen, builtin=target == "kubeflow-v2")
     trainer = _trainer(config, example_gen.outputs["examples"], schema_gen.outputs["schema"],
-                       resolver.outputs["model"])
+                       resolver.outputs["model"], target)
     trainer.add_upstream_node(gate)  # no training on data with anomalies
     bleu_evaluator = _evaluator(config, example_gen.outputs["examples"], trainer.outputs["model"],
                                 resolver.outputs["model"])

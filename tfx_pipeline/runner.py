@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from typing import Dict, List, Optional
 
-from tfx_pipeline.config import PipelineConfig, for_kubeflow
+from tfx_pipeline.config import PipelineConfig, for_kubeflow, kubeflow_image
 
 
 def metadata_config(config: PipelineConfig):
@@ -137,7 +137,7 @@ def compile_kubeflow_v2(config: PipelineConfig, output: str) -> str:
     from tfx_pipeline.pipeline import create_pipeline
 
     cloud = for_kubeflow(config)
-    image = (config.raw.get("kubeflow") or {}).get("image", "gcr.io/my-project/tablegen:latest")
+    image = kubeflow_image(config)
     runner = kfp_v2.KubeflowV2DagRunner(
         config=kfp_v2.KubeflowV2DagRunnerConfig(default_image=image),
         output_dir=os.path.dirname(os.path.abspath(output)),
