@@ -112,16 +112,20 @@ def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = 
 
 
 def write_examples(featurizer, data_dir, export_dir: str, count: int = EXAMPLE_COUNT) -> int:
-    """The first ``count`` inputs of the run's validation split, in the serving input form, as
-    EXAMPLES_ASSET (the try-it page's examples); none when the split is not readable here."""
+    """``count`` distinct inputs spread over the run's validation split, in the serving input
+    form, as EXAMPLES_ASSET (the try-it page's examples); none when the split is not
+    readable here (e.g. exported on another machine than it was trained on)."""
     from tablegen_tf.data.input_pipeline import list_files
 
-    examples = []
+    inputs = {}
     try:
-        for record in tf.data.TFRecordDataset(list_files(data_dir), compression_type="GZIP").take(count):
-            examples.append(featurizer.parse_example(record.numpy()).serving_input())
+        for record in tf.data.TFRecordDataset(list_files(data_dir), compression_type="GZIP"):
+            inputs.setdefault(featurizer.parse_example(record.numpy()).serving_input(), None)
     except (tf.errors.OpError, OSError, ValueError, TypeError):
-        examples = []  # e.g. exported on another machine than it was trained on
+        inputs = {}
+    distinct = list(inputs)
+    step = max(len(distinct) / count, 1)
+    examples = [distinct[int(i * step)] for i in range(min(count, len(distinct)))]
     with open(os.path.join(export_dir, EXAMPLES_ASSET), "w", encoding="utf-8") as handle:
         handle.writelines(f"{example}\n" for example in examples)
     return len(examples)

@@ -111,9 +111,10 @@ async function selectVersion(version) {
   renderExamples();
 }
 
-function exampleLabel(items) {
+function exampleLabel(items, index) {
   const name = items.find((item) => item.field === "name");
-  return (name ? name.value : items.map((item) => item.value).join(" ")).slice(0, 28);
+  const title = name ? name.value : items.map((item) => item.value).join(" ");
+  return `${index + 1}. ${title.slice(0, 24)} (${items.length})`;
 }
 
 function renderExamples() {
@@ -124,8 +125,8 @@ function renderExamples() {
     const button = document.createElement("button");
     button.type = "button";
     button.className = "example";
-    button.textContent = exampleLabel(items) || `example ${index + 1}`;
-    button.title = "load this corpus table";
+    button.textContent = exampleLabel(items, index);
+    button.title = items.map((item) => `${item.field}: ${item.value}`).join("\n");
     button.onclick = () => { setTable(items); showError(""); };
     box.appendChild(button);
   });
