@@ -185,7 +185,7 @@ def test_try_it_page_in_chromium(exported, tables, tmp_path):
                  f"--user-data-dir={tmp_path / 'chromium-profile'}"):
         options.add_argument(flag)
     table = json.loads(tables[0])["table"]
-    with ServerProcess(exported, command=("-m", "tablegen_cli.main", "serve")) as server:
+    with ServerProcess(exported, timeout=300, command=("-m", "tablegen_cli.main", "serve")) as server:
         expected = _rest_predict(server.rest_address, {"instances": [json.dumps({"table": table})]})[1]
         browser = webdriver.Chrome(service=webdriver.ChromeService(driver_path), options=options)
         try:
@@ -213,6 +213,10 @@ def test_try_it_page_in_chromium(exported, tables, tmp_path):
                 import shutil
 
                 shutil.copy(screenshot, os.environ["TABLEGEN_TRY_IT_SCREENSHOT"])
+            permalink = browser.find_element(By.ID, "permalink").get_attribute("href")
+            browser.get("about:blank")
+            browser.get(permalink)  # the table is in the fragment: the page regenerates it
+            assert wait.until(lambda b: b.find_element(By.ID, "text").text) == text
 
             bad = [("", "pub")]  # an item without a field: the model's parser refuses it
             status, error = _rest_predict(server.rest_address, {"signature_name": "explain", "inputs": {
