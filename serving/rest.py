@@ -135,8 +135,10 @@ class RestHandler(BaseHTTPRequestHandler):
         name = "index.html" if path == "/" else path[len("/static/"):]
         extension = os.path.splitext(name)[1]
         if "/" in name or name not in os.listdir(STATIC_DIR) or extension not in STATIC_TYPES:
-            self._respond(lambda route: (_ for _ in ()).throw(not_found(f"no such file: {path}")),
-                          route_required=False)
+            def missing(route):
+                raise not_found(f"no such file: {path}")
+
+            self._respond(missing, route_required=False)
             return
         with open(os.path.join(STATIC_DIR, name), "rb") as handle:
             payload = handle.read()
