@@ -60,7 +60,7 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
     log "installing chromium + chromium-driver (apt) for the browser test"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+    apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-liberation >/dev/null
   else
     log "chromium/chromedriver missing and not root: the browser test will skip (apt-get install chromium chromium-driver)"
   fi
