@@ -52,6 +52,20 @@ else
 fi
 log "host: $(uname -m), glibc ${glibc:-unknown}, $("$PYTHON" --version 2>&1) -> glibc workaround: $([[ $NEED_COMPAT == 1 ]] && echo yes || echo no)"
 
+# --- 0b. the browser of the try-it page's test (serving/static; tests/real_model_serving_test.py):
+# Debian's chromium + chromium-driver, never a browser download at run time. As root only
+# (CI); elsewhere the test says how to install them and skips.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    log "installing chromium + chromium-driver (apt) for the browser test"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends chromium chromium-driver fonts-liberation >/dev/null
+  else
+    log "chromium/chromedriver missing and not root: the browser test will skip (apt-get install chromium chromium-driver)"
+  fi
+fi
+
 inputs_hash="$( { cat requirements.txt requirements-nodeps.txt pyproject.toml scripts/setup.sh scripts/glibc_compat/*.{py,sh,cc};
                   echo "$glibc $NEED_COMPAT"; "$PYTHON" --version 2>&1; } | sha256sum | cut -d' ' -f1)"
 

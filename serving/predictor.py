@@ -4,6 +4,7 @@ model/version lookup, validation, bounded concurrency and (optional) batching.""
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from serving.errors import ServingError, invalid, not_found
 from serving.limits import Limits
 from serving.model_manager import LoadedVersion, ModelManager
 from serving.signatures import Prepared, Signature
+from tablegen_tf.constants import EXAMPLES_ASSET
 
 DecodeInputs = Callable[[Signature], Mapping[str, np.ndarray]]
 
@@ -69,6 +71,11 @@ class Predictor:
     def signature_defs(self, model_name: str, version: Optional[int]):
         with self.manager(model_name).lease(version) as loaded:
             return loaded.version, loaded.signature_defs
+
+    def examples(self, model_name: str, version: Optional[int]) -> List[str]:
+        """The example tables exported beside the model (tablegen_tf.export.EXAMPLES_ASSET)."""
+        with self.manager(model_name).lease(version) as loaded:
+            return read_examples(loaded.path)
 
     def status(self, model_name: str, version: Optional[int]) -> List[Tuple[int, str, str]]:
         return self.manager(model_name).status(version)
@@ -125,3 +132,12 @@ def _check_filter(signature: Signature, names: Sequence[str]) -> None:
     if unknown:
         raise invalid(f"output_filter names unknown outputs {unknown}; signature "
                       f"'{signature.name}' has {sorted(signature.outputs)}")
+
+
+def read_examples(export_dir: str) -> List[str]:
+    """One JSON table per line of the asset; none when the model was exported without it."""
+    path = os.path.join(export_dir, EXAMPLES_ASSET)
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as handle:
+        return [line.strip() for line in handle if line.strip()]

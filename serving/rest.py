@@ -5,6 +5,14 @@
     POST /v1/models/NAME[/versions/N]:predict    -> {"instances": [...]} -> {"predictions": [...]}
                                                     {"inputs": ...}     -> {"outputs": ...}
 
+and, beyond TF Serving's API, for the try-it page (serving/static, served at ``/``):
+
+    GET  /                                       -> the page (GET /static/FILE: its files)
+    GET  /v1/models                              -> {"models": [{"name": ..., "model_version_status":
+                                                    [...]}]}: every served model's status
+    GET  /v1/models/NAME[/versions/N]/examples   -> {"examples": [JSON table, ...]}: the
+                                                    corpus examples exported with the model
+
 JSON carries no dtypes, so values are converted with the signature's input
 dtypes; strings are UTF-8, or {"b64": ...} for raw bytes (TF Serving's rule);
 integer inputs take JSON integers only. String outputs come back as text unless
@@ -19,6 +27,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import re
 import ssl
 import threading
@@ -40,7 +49,11 @@ from serving.signatures import Signature
 log = logging.getLogger("tablegen.serving")
 
 PATH = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?"
-                  r"(?:/(?P<metadata>metadata)|:(?P<verb>\w+))?$")
+                  r"(?:/(?P<metadata>metadata|examples)|:(?P<verb>\w+))?$")
+MODELS_PATH = "/v1/models"
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+STATIC_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+                ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
 # A client that stops sending (slow loris) frees its handler thread after this.
 SOCKET_TIMEOUT_SECONDS = 30.0
 
@@ -85,7 +98,13 @@ class RestHandler(BaseHTTPRequestHandler):
             self.connection.do_handshake()
 
     def do_GET(self):
-        self._respond(lambda route: self._get(route))
+        path = self.path.split("?", 1)[0].split("#", 1)[0]
+        if path == "/" or path.startswith("/static/"):
+            self._static(path)
+        elif path.rstrip("/") == MODELS_PATH:
+            self._respond(lambda route: self._models(), route_required=False)
+        else:
+            self._respond(lambda route: self._get(route))
 
     def do_POST(self):
         self._respond(lambda route: self._post(route))
@@ -93,10 +112,10 @@ class RestHandler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # route access logs to logging, not stderr
         log.debug("%s %s", self.address_string(), fmt % args)
 
-    def _respond(self, handler) -> None:
+    def _respond(self, handler, route_required: bool = True) -> None:
         try:
             route = PATH.match(self.path.split("?", 1)[0])
-            if not route:
+            if not route and route_required:
                 raise not_found(f"no such endpoint: {self.path}")
             status, body = 200, handler(route)
         except Exception as error:
@@ -111,12 +130,44 @@ class RestHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def _static(self, path: str) -> None:
+        """The try-it page's files: only names listed in STATIC_DIR, never a path."""
+        name = "index.html" if path == "/" else path[len("/static/"):]
+        extension = os.path.splitext(name)[1]
+        if "/" in name or name not in os.listdir(STATIC_DIR) or extension not in STATIC_TYPES:
+            def missing(route):
+                raise not_found(f"no such file: {path}")
+
+            self._respond(missing, route_required=False)
+            return
+        with open(os.path.join(STATIC_DIR, name), "rb") as handle:
+            payload = handle.read()
+        self.send_response(200)
+        self.send_header("Content-Type", STATIC_TYPES[extension])
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _models(self) -> Dict[str, Any]:
+        predictor = self.server.predictor
+        models = []
+        for name in sorted(predictor.managers):
+            try:
+                status = _to_dict(grpc_api.status_response(predictor, model_pb2.ModelSpec(name=name)))
+            except ServingError:  # no version on disk yet: listed without versions
+                status = {"model_version_status": []}
+            models.append({"name": name, **status})
+        return {"models": models}
+
     def _get(self, route) -> Dict[str, Any]:
         if route["verb"]:
             raise ServingError(grpc.StatusCode.UNIMPLEMENTED,
                                f"use POST for :{route['verb']}")
         spec = _spec(route)
         predictor = self.server.predictor
+        if route["metadata"] == "examples":
+            return {"examples": predictor.examples(route["name"], _version(route))}
         if route["metadata"]:
             request = get_model_metadata_pb2.GetModelMetadataRequest(
                 model_spec=spec, metadata_field=[grpc_api.SIGNATURE_DEF_FIELD])

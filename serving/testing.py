@@ -130,10 +130,11 @@ def serve_args(base_path: str, *extra: str) -> argparse.Namespace:
 
 
 class ServerProcess:
-    """`python -m serving.server` in a subprocess (for RSS, crash and soak checks):
-    started on free ports, ready when it prints its "ready" line, stopped with SIGTERM."""
+    """`python -m serving.server` (or ``command``, e.g. ``("-m", "tablegen_cli.main", "serve")``)
+    in a subprocess (for RSS, crash and soak checks, the browser test): started on free
+    ports, ready when it prints its "ready" line, stopped with SIGTERM."""
 
-    def __init__(self, base_path: str, *flags: str, timeout: float = 120.0):
+    def __init__(self, base_path: str, *flags: str, timeout: float = 120.0, command=("-m", "serving.server")):
         import queue
         import subprocess
         import sys
@@ -142,7 +143,7 @@ class ServerProcess:
 
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "serving.server", "--model-base-path", base_path,
+            [sys.executable, *command, "--model-base-path", base_path,
              "--model-name", MODEL, "--host", "127.0.0.1", "--port", "0", "--rest-port", "0", *flags],
             cwd=root, env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"},
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

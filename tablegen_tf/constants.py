@@ -16,3 +16,7 @@ NONE_ID = SPECIAL_SYMBOLS.index("<none>")  # "" entity/group: known to be absent
 MASKED_LOGIT = -1e9
 # NEG_INF is the log-probability of a token the decoders must never pick.
 NEG_INF = float("-inf")
+
+# A few corpus tables exported beside the SavedModel (one JSON table per line) for the
+# serving try-it page: written by tablegen_tf.export, served by serving.predictor.
+EXAMPLES_ASSET = "assets.extra/tablegen_examples.jsonl"

@@ -10,6 +10,11 @@ for text-to-text families):
   decoding controls; ``must_include`` words (padded with "") are forced into the
   output by constrained beam search; words outside the vocabulary are copied from
   the input.
+* ``explain(INPUT) -> {text, score, candidates, candidate_scores, tokens, copy_probability,
+  copied_from, attention, source, source_field, plan, slot_attributes, slot_errors, ...}``:
+  the same search as ``serving_default`` keeping every beam, and for the chosen text per
+  token what the family's ``explain_tokens`` gives (tablegen_tf.generation.explain_text);
+  its ``text`` is ``serving_default``'s.
 * whatever the family adds (``GenerationModel.serving_signatures``).
 
 ``assets.extra/tablegen_config.json`` holds the run's merged config, so tools that
@@ -25,13 +30,15 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from tablegen_tf.generation import decode_text
+from tablegen_tf.constants import EXAMPLES_ASSET
+from tablegen_tf.generation import decode_text, explain_text
 
 # beam_size is a graph input, but the search needs a static beam width: one branch
 # per supported width, chosen with tf.switch_case.
 SUPPORTED_BEAMS = tuple(range(1, 11))
 CONFIG_ASSET = os.path.join("assets.extra", "tablegen_config.json")
 MEMBERS_ASSET = os.path.join("assets.extra", "tablegen_checkpoints.json")  # the checkpoint(s) exported
+EXAMPLE_COUNT = 8  # validation tables shipped as EXAMPLES_ASSET
 
 
 class ServingModule(tf.Module):
@@ -44,6 +51,7 @@ class ServingModule(tf.Module):
         self.decode = config.decode
         raw = tf.TensorSpec([None], tf.string, name=featurizer.serving_input)
         self.serve = tf.function(self._serve, input_signature=[raw])
+        self.explain = tf.function(self._explain, input_signature=[raw])
         self.generate = tf.function(self._generate, input_signature=[
             raw,
             tf.TensorSpec([], tf.int32, name="beam_size"),
@@ -52,12 +60,16 @@ class ServingModule(tf.Module):
         ])
 
     def signatures(self):
-        return {"serving_default": self.serve, "generate": self.generate, **self.model.serving_signatures(self)}
+        return {"serving_default": self.serve, "generate": self.generate, "explain": self.explain,
+                **self.model.serving_signatures(self)}
 
     def _serve(self, inputs):
         features = self.featurizer.serving_features(inputs)
         text, scores, _ = decode_text(self.model, self.featurizer, features, self.decode)
         return {"text": text, "score": tf.cast(scores, tf.float32)}
+
+    def _explain(self, inputs):
+        return explain_text(self.model, self.featurizer, self.featurizer.serving_features(inputs), self.decode)
 
     def _generate(self, inputs, beam_size, max_length, must_include):
         tf.debugging.assert_greater_equal(beam_size, 1, message="beam_size must be >= 1")
@@ -95,7 +107,28 @@ def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = 
         json.dump(trained.config.to_dict(), handle, indent=2)
     with open(os.path.join(export_dir, MEMBERS_ASSET), "w") as handle:
         json.dump({"checkpoints": trained.checkpoint.split(" + ")}, handle, indent=2)
+    write_examples(trained.featurizer, trained.config.data.valid, export_dir)
     return export_dir
+
+
+def write_examples(featurizer, data_dir, export_dir: str, count: int = EXAMPLE_COUNT) -> int:
+    """``count`` distinct inputs spread over the run's validation split, in the serving input
+    form, as EXAMPLES_ASSET (the try-it page's examples); none when the split is not
+    readable here (e.g. exported on another machine than it was trained on)."""
+    from tablegen_tf.data.input_pipeline import list_files
+
+    inputs = {}
+    try:
+        for record in tf.data.TFRecordDataset(list_files(data_dir), compression_type="GZIP"):
+            inputs.setdefault(featurizer.parse_example(record.numpy()).serving_input(), None)
+    except (tf.errors.OpError, OSError, ValueError, TypeError):
+        inputs = {}
+    distinct = list(inputs)
+    step = max(len(distinct) / count, 1)
+    examples = [distinct[int(i * step)] for i in range(min(count, len(distinct)))]
+    with open(os.path.join(export_dir, EXAMPLES_ASSET), "w", encoding="utf-8") as handle:
+        handle.writelines(f"{example}\n" for example in examples)
+    return len(examples)
 
 
 def saved_model_config(export_dir: str):

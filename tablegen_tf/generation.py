@@ -12,7 +12,9 @@ import tensorflow as tf
 
 from tablegen_tf.config import DecodeConfig
 from tablegen_tf.constants import BOS_ID, EOS_ID, NEG_INF, UNK_ID
+from tablegen_tf.data.featurizer import output_positions, token_strings
 from tablegen_tf.decoding import beam_search, constrained_beam_search, greedy_search
+from tablegen_tf.metrics.slot_graph import KNOWN_ATTRIBUTES, slot_error_kinds, slot_errors
 from tablegen_tf.reranking import slot_reranker
 
 
@@ -90,3 +92,80 @@ def generate_text(model, featurizer, features, config: DecodeConfig, must_includ
     text, scores, memory = decode_text(model, featurizer, features, config, must_include)
     plan = model.planned(memory) if model.has_planning_stage else None
     return text, scores, plan
+
+
+def explain_text(model, featurizer, features, config: DecodeConfig) -> Dict[str, tf.Tensor]:
+    """Why the model said what it said, for the SavedModel's ``explain`` signature.
+
+    The search of ``decode_text`` (same config, same slot reranking) keeping every beam:
+    ``text`` / ``score`` [B] (the chosen beam: ``serving_default``'s text), ``candidates``,
+    ``candidate_scores``, ``candidate_slot_errors`` [B, K] and ``chosen`` [B] (dead beams:
+    text "" and score 0, so the outputs stay JSON numbers).  For the chosen text, per output
+    token ``tokens`` [B, T] ("" past its end) and what the family's ``explain_tokens`` gives
+    (teacher-forced over the chosen ids): ``copy_probability`` [B, T], ``copied_from`` [B, T]
+    (source item or -1) and ``attention`` [B, T, S] over the source items ``source`` [B, S]
+    (``source_field`` [B, S]: their fields for tables); families without it give zeros, -1
+    and S = 0.  ``plan`` [B, P] (-1 pad; P = 0 for single-stage models) and ``slot_errors``
+    [B, A] ("missed" / "wrong" / "added" / "") of ``slot_attributes`` [B, A] for tables."""
+    ids, lengths, scores, chosen, memory = decode_beams(model, featurizer, features, config)
+    best_ids, best_lengths, best_scores = _chosen(chosen, ids, lengths, scores)
+    alive = scores > NEG_INF / 2
+    candidates = tf.where(alive, featurizer.candidate_texts(features, ids, lengths), "")
+    text = featurizer.output_text(features, best_ids, best_lengths)
+    batch_size, steps = tf.shape(best_ids)[0], tf.shape(best_ids)[1]
+    sources = featurizer.copy_texts(features)
+    per_token = model.explain_tokens(memory, best_ids) or {
+        "copy_probability": tf.zeros([batch_size, steps]),
+        "copied_from": tf.fill([batch_size, steps], -1),
+        "attention": tf.zeros([batch_size, steps, 0]),
+    }
+    shown = output_positions(best_ids, best_lengths)
+    out = {
+        "text": text,
+        "score": tf.cast(best_scores, tf.float32),
+        "chosen": chosen,
+        "candidates": candidates,
+        "candidate_scores": tf.where(alive, tf.cast(scores, tf.float32), 0.0),
+        "tokens": tf.where(shown, token_strings(best_ids, featurizer.vocabs.words, sources), ""),
+        "copy_probability": tf.where(shown, per_token["copy_probability"], 0.0),
+        "copied_from": tf.where(shown, per_token["copied_from"], -1),
+        "attention": per_token["attention"] * tf.cast(shown, tf.float32)[:, :, None],
+        "source": sources,
+        "plan": tf.cast(model.planned(memory), tf.int32) if model.has_planning_stage
+        else tf.zeros([batch_size, 0], tf.int32),
+    }
+    return {**out, **_slot_outputs(featurizer, features, text, candidates, alive, sources)}
+
+
+def decode_beams(model, featurizer, features, config: DecodeConfig):
+    """``decode_ids`` without constraints, keeping all K beams: -> (ids [B, K, T], lengths and
+    scores [B, K], chosen [B] int32 (the beam ``decode_text`` returns), memory)."""
+    beam = int(config.beam_size)
+    memory, state, start, step_fn = search_inputs(model, features, config, tiled=beam > 1)
+    if beam <= 1:
+        ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
+        return ids[:, None], lengths[:, None], scores[:, None], tf.zeros_like(lengths), memory
+    ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
+                                       length_penalty=config.length_penalty, return_all_beams=True)
+    choose = slot_reranker(featurizer, features, config.slot_rerank_weight)
+    # beam_search sorts the beams best first: without reranking decode_text returns beam 0
+    chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])
+    return ids, lengths, scores, chosen, memory
+
+
+def _slot_outputs(featurizer, features, text, candidates, alive, sources) -> Dict[str, tf.Tensor]:
+    batch_size = tf.shape(text)[0]
+    table = featurizer.slot_table(features)
+    if table is None:
+        return {"source_field": tf.fill(tf.shape(sources), ""),
+                "candidate_slot_errors": tf.zeros(tf.shape(candidates), tf.int32),
+                "slot_attributes": tf.fill([batch_size, 0], ""),
+                "slot_errors": tf.fill([batch_size, 0], "")}
+    fields, values, mask = table
+    attributes = tf.constant(KNOWN_ATTRIBUTES)
+    return {
+        "source_field": tf.where(mask, fields, ""),
+        "candidate_slot_errors": tf.where(alive, slot_errors(fields, values, mask, candidates), 0),
+        "slot_attributes": tf.tile(attributes[None, :], [batch_size, 1]),
+        "slot_errors": slot_error_kinds(fields, values, mask, text),
+    }

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 import pytest
@@ -116,3 +117,125 @@ def test_served_over_grpc_and_rest(exported, tables, trained):
         assert generate_remote(address, "tablegen", tables[:1]) == texts[:1]
     finally:
         instance.stop()
+
+
+def test_explain_says_the_served_text_with_its_copy_sources(exported, tables):
+    """`explain` runs serving_default's search (slot reranking on) keeping every beam: the same
+    text on every fixture table, and every copied token names a record holding that word."""
+    model = tf.saved_model.load(os.path.join(exported, "tablegen", "1"))
+    inputs = tf.constant(tables)
+    served = model.signatures["serving_default"](tables=inputs)
+    explained = {k: v.numpy() for k, v in model.signatures["explain"](tables=inputs).items()}
+    assert list(explained["text"]) == list(served["text"].numpy())
+    chosen = explained["chosen"]
+    rows = range(len(tables))
+    assert [explained["candidates"][b, chosen[b]] for b in rows] == list(explained["text"])
+    assert [explained["candidate_scores"][b, chosen[b]] for b in rows] == list(explained["score"])
+    copied = 0
+    for b in rows:
+        for t, record in enumerate(explained["copied_from"][b]):
+            if record >= 0:
+                copied += 1
+                assert explained["tokens"][b, t] == explained["source"][b, record]
+                assert explained["copy_probability"][b, t] > 0.5
+        shown = explained["tokens"][b] != b""
+        sums = explained["attention"][b].sum(axis=1)
+        assert abs(sums[shown] - 1).max() < 1e-3 and not sums[~shown].any()
+    assert copied > 0
+    assert set(explained["slot_errors"].reshape(-1)) <= {b"", b"missed", b"wrong", b"added"}
+
+
+def _browser():
+    """Debian's chromium under Selenium (never Selenium Manager's downloads), or a skip."""
+    import shutil
+
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in requirements.txt")
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (binary and driver):
+        pytest.skip("no chromium + chromedriver: apt-get install chromium chromium-driver "
+                    "(scripts/setup.sh does as root)")
+    return webdriver, binary, driver
+
+
+def _rest_predict(address, body):
+    request = urllib.request.Request(f"http://{address}/v1/models/tablegen:predict",
+                                     data=json.dumps(body).encode(), method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return 200, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_try_it_page_in_chromium(exported, tables, tmp_path):
+    """`tablegen serve` + headless Chromium: fill a table, Generate, read the text, hover a
+    copied token, see its heat-map column light up; a bad table shows the server's message."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from serving.testing import ServerProcess
+
+    webdriver, binary, driver_path = _browser()
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1400,1100",
+                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    table = json.loads(tables[0])["table"]
+    with ServerProcess(exported, timeout=300, command=("-m", "tablegen_cli.main", "serve")) as server:
+        expected = _rest_predict(server.rest_address, {"instances": [json.dumps({"table": table})]})[1]
+        browser = webdriver.Chrome(service=webdriver.ChromeService(driver_path), options=options)
+        try:
+            wait = WebDriverWait(browser, 60)
+            browser.get(f"http://{server.rest_address}/")
+            wait.until(lambda b: b.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true")
+            assert browser.find_elements(By.CSS_SELECTOR, "#examples button.example"), "no corpus examples"
+            _fill_table(browser, By, [(item["field"], item["value"]) for item in table])
+            browser.find_element(By.ID, "generate").click()
+            text = wait.until(lambda b: b.find_element(By.ID, "text").text)
+            assert text == expected["predictions"][0]["text"]
+            copied = browser.find_elements(By.CSS_SELECTOR, "#tokens .tok.copied")
+            assert copied, "no copied token highlighted"
+            ActionChains(browser).move_to_element(copied[0]).perform()
+            record = copied[0].get_attribute("data-record")
+            assert "hot" in browser.find_element(By.CSS_SELECTOR, f'#heatmap th[data-record="{record}"]').get_attribute("class")
+            tokens = browser.find_elements(By.CSS_SELECTOR, "#tokens .tok")
+            records = browser.find_elements(By.CSS_SELECTOR, "#heatmap thead th[data-record]")
+            cells = browser.find_elements(By.CSS_SELECTOR, "#heatmap td.cell")
+            assert len(cells) == len(tokens) * len(records) > 0
+            assert browser.find_elements(By.CSS_SELECTOR, "#candidates tr.chosen")
+            screenshot = str(tmp_path / "try-it.png")
+            assert browser.save_screenshot(screenshot)
+            if os.environ.get("TABLEGEN_TRY_IT_SCREENSHOT"):  # e.g. a CI artifact
+                import shutil
+
+                shutil.copy(screenshot, os.environ["TABLEGEN_TRY_IT_SCREENSHOT"])
+            permalink = browser.find_element(By.ID, "permalink").get_attribute("href")
+            browser.get("about:blank")
+            browser.get(permalink)  # the table is in the fragment: the page regenerates it
+            assert wait.until(lambda b: b.find_element(By.ID, "text").text) == text
+
+            bad = [("", "pub")]  # an item without a field: the model's parser refuses it
+            status, error = _rest_predict(server.rest_address, {"signature_name": "explain", "inputs": {
+                "tables": [json.dumps({"table": [{"field": f, "value": v} for f, v in bad]})]}})
+            assert status == 400
+            _fill_table(browser, By, bad)
+            browser.find_element(By.ID, "generate").click()
+            shown = wait.until(lambda b: b.find_element(By.ID, "error").text)
+            assert shown == error["error"]
+            assert not browser.find_element(By.ID, "output").is_displayed()
+        finally:
+            browser.quit()
+
+
+def _fill_table(browser, by, rows):
+    for button in browser.find_elements(by.CSS_SELECTOR, "#rows .remove"):
+        button.click()
+    for field, value in rows:
+        browser.find_element(by.ID, "add-row").click()
+        row = browser.find_elements(by.CSS_SELECTOR, "#rows tbody tr")[-1]
+        row.find_element(by.CSS_SELECTOR, "input.field").send_keys(field)
+        row.find_element(by.CSS_SELECTOR, "input.value").send_keys(value)

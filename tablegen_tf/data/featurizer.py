@@ -120,9 +120,17 @@ class Featurizer:
 
 def ids_to_tokens(ids, lengths, words: tf.Tensor, copy_texts: tf.Tensor) -> tf.RaggedTensor:
     """Extended ids -> token strings; id V + i is source item i's text (copy resolution)."""
+    return tf.ragged.boolean_mask(token_strings(ids, words, copy_texts), output_positions(ids, lengths))
+
+
+def token_strings(ids, words: tf.Tensor, copy_texts: tf.Tensor) -> tf.Tensor:
+    """Extended ids [B, T] -> their token strings [B, T], special ids included."""
     vocab_size = tf.shape(words, out_type=ids.dtype)[0]
     from_vocab = tf.gather(words, tf.minimum(ids, vocab_size - 1))
-    tokens = tf.where(ids >= vocab_size, copied_items(ids, copy_texts, vocab_size), from_vocab)
+    return tf.where(ids >= vocab_size, copied_items(ids, copy_texts, vocab_size), from_vocab)
+
+
+def output_positions(ids, lengths) -> tf.Tensor:
+    """[B, T] bool: the positions of ``ids`` that are output tokens (not </s>, padding, <s>)."""
     positions = tf.range(tf.shape(ids)[1])[None, :]
-    keep = (positions < lengths[:, None]) & (ids != EOS_ID) & (ids != PAD_ID) & (ids != BOS_ID)
-    return tf.ragged.boolean_mask(tokens, keep)
+    return (positions < lengths[:, None]) & (ids != EOS_ID) & (ids != PAD_ID) & (ids != BOS_ID)

@@ -87,6 +87,32 @@ def slot_errors(fields: tf.Tensor, values: tf.Tensor, mask: tf.Tensor, texts: tf
     or [N, K] for K candidate texts per table (the table side is then computed once, not K
     times); 0 for non-E2E tables."""
     texts = tf.convert_to_tensor(texts, tf.string)
+    checks, is_e2e = _slot_checks(fields, values, mask, texts)
+    errors = [e for missed_or_wrong, added, _ in checks.values() for e in (missed_or_wrong, added)]
+    total = tf.where(is_e2e, tf.add_n([tf.cast(e, tf.int32) for e in errors]), 0)
+    return tf.reshape(total, tf.shape(texts))
+
+
+
+MISSED, WRONG, ADDED = "missed", "wrong", "added"
+
+
+def slot_error_kinds(fields: tf.Tensor, values: tf.Tensor, mask: tf.Tensor, texts: tf.Tensor) -> tf.Tensor:
+    """The errors ``slot_errors`` counts, per attribute: strings [N, len(KNOWN_ATTRIBUTES)],
+    "missed" / "wrong" (another value of the attribute said) / "added" / "" (no error, or
+    a non-E2E table); ``texts`` [N]."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    checks, is_e2e = _slot_checks(fields, values, mask, texts)
+    columns = []
+    for attribute in KNOWN_ATTRIBUTES:
+        missed_or_wrong, added, said_other = checks[attribute]
+        kind = tf.where(missed_or_wrong, tf.where(said_other, WRONG, MISSED), tf.where(added, ADDED, ""))
+        columns.append(tf.where(is_e2e, kind, ""))
+    return tf.stack(columns, axis=1)
+
+
+def _slot_checks(fields, values, mask, texts):
+    """-> ({attribute: (missed or wrong, added, some value of it said) [N*K]}, is_e2e [N*K])."""
     present, value, is_e2e = table_slots(fields, values, mask)
     # value_key on values that are normalised already
     key = {a: tf.strings.regex_replace(value[a], r"[\s\-]", "") for a in CLASS_PATTERNS}
@@ -98,17 +124,18 @@ def slot_errors(fields: tf.Tensor, values: tf.Tensor, mask: tf.Tensor, texts: tf
     text, name_found, near_found = tf.map_fn(
         lambda row: _names(*row), (text, value["name"], value["near"]),
         fn_output_signature=(tf.string, tf.bool, tf.bool))
-    errors = [present["name"] & ~name_found, present["near"] & ~near_found]
+    never = tf.zeros_like(name_found)
+    checks = {"name": (present["name"] & ~name_found, never, never),
+              "near": (present["near"] & ~near_found, never, never)}
     said = _classes_said(text)
     for attribute, classes in CLASS_PATTERNS.items():
         realised = tf.reduce_any(tf.stack([_value_is_class(attribute, cls, key[attribute]) & s
                                            for cls, s in zip(classes, said[attribute])], -1), -1)
-        errors.append(present[attribute] & ~realised)  # wrong or missed
         first_said, earlier = [], tf.zeros_like(realised)
         for cls, s in zip(classes, said[attribute]):
             if (attribute, cls) not in NOT_EVIDENCE_OF_ADDITION:
                 first_said.append(s & ~earlier)
             earlier |= s
-        errors.append(~present[attribute] & tf.reduce_any(tf.stack(first_said, -1), -1))  # added
-    total = tf.where(is_e2e, tf.add_n([tf.cast(e, tf.int32) for e in errors]), 0)
-    return tf.reshape(total, tf.shape(texts))
+        added = ~present[attribute] & tf.reduce_any(tf.stack(first_said, -1), -1)
+        checks[attribute] = (present[attribute] & ~realised, added, earlier)  # wrong or missed
+    return checks, is_e2e

@@ -82,3 +82,25 @@ def test_k_texts_per_table_equal_the_flat_form():
     assert errors.numpy().tolist() == [[2, 6], [0, 0]]
     flat = _graph_errors([TABLE, TABLE], texts[1])
     assert flat == [0, 4]
+
+
+def test_error_kinds_per_attribute_equal_the_python_alignment():
+    """The explain signature's per-slot marks: missed / wrong / added as slot_metrics.align says."""
+    with open(FIXTURE, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    tables = [_records(r["mr"]) for r in rows]
+    texts = [r["ref"] for r in rows[1:] + rows[:1]]  # each reference said about the next table
+    width = max(len(f) for f, _ in tables)
+    pad = lambda rows: tf.constant([list(r) + [""] * (width - len(r)) for r in rows])  # noqa: E731
+    mask = tf.constant([[i < len(f) for i in range(width)] for f, _ in tables])
+    kinds = slot_graph.slot_error_kinds(pad([f for f, _ in tables]), pad([v for _, v in tables]), mask,
+                                        tf.constant(texts)).numpy()
+    expected = []
+    for (fields, values), text in zip(tables, texts):
+        alignment = slot_metrics.align(slot_metrics.table_slots(fields, values), text)
+        marks = {a: "missed" for a in alignment.missed}
+        marks.update({a: "wrong" for a, _ in alignment.wrong})
+        marks.update({a: "added" for a, _ in alignment.added})
+        expected.append([marks.get(a, "").encode() for a in slot_graph.KNOWN_ATTRIBUTES])
+    assert kinds.tolist() == expected
+    assert {b"missed", b"wrong", b"added"} <= set(kinds.reshape(-1))

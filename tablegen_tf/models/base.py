@@ -22,7 +22,8 @@ and declares (class attributes, never probed with hasattr):
 * ``supports_tbptt``: ``tbptt_loss_and_gradients(batch, t1, t2, training)`` exists.
 
 Optional hooks with neutral defaults: ``attention_images`` and ``summary_images`` (TensorBoard),
-``serving_signatures`` (extra SavedModel signatures of the family) and
+``serving_signatures`` (extra SavedModel signatures of the family), ``explain_tokens``
+(per-token copy and attention for the ``explain`` signature) and
 ``token_nll`` (summed NLL and token count of a batch, for perplexity; declared by
 ``reports_perplexity``).
 """
@@ -88,6 +89,14 @@ class GenerationModel(keras.Model):
         run's vocabularies) lets a family label them.  Default: ``attention_images``."""
         images = self.attention_images(batch, count)
         return {} if images is None else {"copy_attention": images}
+
+    def explain_tokens(self, memory, ids) -> Optional[Dict[str, tf.Tensor]]:
+        """Per token of chosen extended ids [B, T] (e.g. by one teacher-forced pass over them):
+        ``attention`` [B, T, S] over the featurizer's source items (``copy_texts``),
+        ``copy_probability`` [B, T] (the share of the token's probability that came from
+        copying) and ``copied_from`` [B, T] int32 (the source item copied, -1 when generated);
+        None when the family has no attention to show (tablegen_tf.generation.explain_text)."""
+        return None
 
     def serving_signatures(self, module) -> Dict[str, Callable]:
         """Extra tf.functions (name -> function with an input_signature) to export."""

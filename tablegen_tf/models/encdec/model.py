@@ -34,7 +34,7 @@ from typing import ClassVar
 import keras
 import tensorflow as tf
 
-from tablegen_tf.constants import MASKED_LOGIT, NEG_INF
+from tablegen_tf.constants import BOS_ID, MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.content_selection import ContentSelectionGate
@@ -325,6 +325,39 @@ class EncDec(GenerationModel):
         attention = tf.exp(self(batch, training=False)["outputs"]["copy_log_probs"][:count])  # [n, T, R]
         attention = attention / tf.maximum(tf.reduce_max(attention, axis=[1, 2], keepdims=True), 1e-9)
         return attention[..., None]
+
+    def explain_tokens(self, memory, ids):
+        """One teacher-forced pass over the chosen ids (exact, unlike replaying the beam's
+        reordered states): the copy attention moved from memory items to their records (NCP:
+        plan position -> record), the copy share of each token's joint probability, and the
+        record with the most copy mass for a token whose copy share is above one half."""
+        if self.copier is None:
+            return None  # no copy attention; the decoder's attention is internal to its loop
+        start = tf.fill([tf.shape(ids)[0], 1], BOS_ID)
+        target_in = self.feedback_ids(tf.concat([start, ids[:, :-1]], axis=1), memory["record_value"])
+        outputs, _ = self.decode_sequence(memory, target_in, self.initial_decoding_state(memory))
+        copy = tf.exp(tf.cast(outputs["copy_log_probs"], tf.float32))  # [B, T, M]
+        switch = tf.cast(outputs["switch_logit"], tf.float32)
+        num_records = tf.shape(memory["record_value"])[1]
+        item_record = tf.one_hot(memory["memory_record"], num_records) * tf.cast(
+            memory["memory_mask"], tf.float32)[:, :, None]  # [B, M, R]
+        slot = tf.where(memory["memory_value"] > UNK_ID, memory["memory_value"],
+                        self.word_vocab_size + memory["memory_record"])  # extended_log_probs' rule
+        mass = tf.sigmoid(-switch)[:, :, None] * copy * tf.cast(
+            tf.equal(slot[:, None, :], ids[:, :, None]), tf.float32)  # copy mass of the token, per item
+        vocab_probs = tf.nn.softmax(tf.cast(outputs["vocab_logits"], tf.float32))
+        in_vocab = ids < self.word_vocab_size
+        generated = tf.where(in_vocab, tf.sigmoid(switch) * tf.gather(
+            vocab_probs, tf.minimum(ids, self.word_vocab_size - 1), batch_dims=2), 0.0)
+        copied = tf.reduce_sum(mass, axis=2)
+        share = tf.math.divide_no_nan(copied, copied + generated)
+        item = tf.argmax(mass, axis=2, output_type=tf.int32)
+        record = tf.gather(memory["memory_record"], item, batch_dims=1)
+        return {
+            "attention": tf.einsum("btm,bmr->btr", copy, item_record),
+            "copy_probability": share,
+            "copied_from": tf.where(share > 0.5, tf.cast(record, tf.int32), -1),
+        }
 
     # === Step-wise decoding (CONTRACT.md) ===
 
