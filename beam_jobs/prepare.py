@@ -254,6 +254,16 @@ def _runs_locally(beam_args: List[str]) -> bool:
     return runner in (None, "DirectRunner", "direct", "BundleBasedDirectRunner", "SwitchingDirectRunner")
 
 
+def _runner(beam_args: List[str]):
+    """`--runner=DaskRunner` means ours (beam_jobs/dask_runner.py: Beam's cannot run this job)."""
+    runner = PipelineOptions(beam_args).view_as(StandardOptions).runner
+    if runner and runner.rsplit(".", 1)[-1] == "DaskRunner":
+        from beam_jobs.dask_runner import DaskRunner  # imports dask.distributed: only when asked for
+
+        return DaskRunner()
+    return None  # the runner the options name
+
+
 def default_runner_args(beam_args: List[str]) -> List[str]:
     """DirectRunner with 2 worker processes unless the user chose otherwise."""
     joined = " ".join(beam_args)
@@ -275,7 +285,7 @@ def run(config: PrepareConfig, beam_args: Optional[List[str]] = None,
     start = time.time()
     watching = on_counts is not None and _runs_locally(args)
     with running_counts.Watcher(on_counts) if watching else contextlib.nullcontext() as watcher:
-        pipeline = beam.Pipeline(options=PipelineOptions(args))
+        pipeline = beam.Pipeline(runner=_runner(args), options=PipelineOptions(args))
         build_pipeline(pipeline, config, watcher.directory if watching else None)
         result = pipeline.run()
         result.wait_until_finish()
