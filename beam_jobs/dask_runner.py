@@ -41,6 +41,7 @@ import hashlib
 import math
 import pickle
 import random
+import uuid
 from typing import Any, Dict, List, Optional, Sequence
 
 import apache_beam as beam
@@ -247,9 +248,11 @@ class _Translator(PipelineVisitor):
             side_specs.append(_SideInputSpec(type(side_input), side_input._view_options(),
                                              side_input._window_mapping_fn))
             side_values.append(self._delayed(_concat)(*self.partitions[side_input.pvalue]))
+        job = uuid.uuid4().hex[:8]
         results = [
             self._delayed(_run_bundle)(partition, node.full_label, index, pickled_fn, transform.args,
-                                       transform.kwargs, main_input.windowing.windowfn, side_specs, *side_values)
+                                       transform.kwargs, main_input.windowing.windowfn, side_specs, *side_values,
+                                       dask_key_name=f"{node.full_label}#{index}-{job}")  # step names in Dask's UI
             for index, partition in enumerate(self._input(node))
         ]
         self.metrics.extend(self._delayed(_bundle_metrics)(result) for result in results)

@@ -30,7 +30,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from tablegen_tf.readers import get_reader
 from tablegen_tf.readers.base import InputError, Raw, RawTable, Rejection, in_selection, merge_key
 from tablegen_tf.readers.clean_slots import clean_table
-from beam_jobs import running_counts, summaries
+from beam_jobs import runner_names, running_counts, summaries
 
 NAMESPACE = "tablegen.prepare"
 EXAMPLES_PREFIX = "examples"
@@ -254,18 +254,10 @@ def _runs_locally(beam_args: List[str]) -> bool:
     return runner in (None, "DirectRunner", "direct", "BundleBasedDirectRunner", "SwitchingDirectRunner")
 
 
-def _runner(beam_args: List[str]):
-    """`--runner=DaskRunner` means ours (beam_jobs/dask_runner.py: Beam's cannot run this job)."""
-    runner = PipelineOptions(beam_args).view_as(StandardOptions).runner
-    if runner and runner.rsplit(".", 1)[-1] == "DaskRunner":
-        from beam_jobs.dask_runner import DaskRunner  # imports dask.distributed: only when asked for
-
-        return DaskRunner()
-    return None  # the runner the options name
-
-
 def default_runner_args(beam_args: List[str]) -> List[str]:
-    """DirectRunner with 2 worker processes unless the user chose otherwise."""
+    """DirectRunner with 2 worker processes unless the user chose otherwise; `--runner=DaskRunner`
+    is ours (runner_names.py)."""
+    beam_args = runner_names.with_our_runners(beam_args)
     joined = " ".join(beam_args)
     if "--runner" in joined and "DirectRunner" not in joined:
         return beam_args
@@ -285,7 +277,7 @@ def run(config: PrepareConfig, beam_args: Optional[List[str]] = None,
     start = time.time()
     watching = on_counts is not None and _runs_locally(args)
     with running_counts.Watcher(on_counts) if watching else contextlib.nullcontext() as watcher:
-        pipeline = beam.Pipeline(runner=_runner(args), options=PipelineOptions(args))
+        pipeline = beam.Pipeline(options=PipelineOptions(args))
         build_pipeline(pipeline, config, watcher.directory if watching else None)
         result = pipeline.run()
         result.wait_until_finish()

@@ -99,6 +99,21 @@ def _kill_one_worker_later(client, seconds: float, killed: list) -> None:
     killed.append((address, pids[address], time.strftime("%H:%M:%S")))
 
 
+def print_steps(task_records) -> None:
+    """Worker seconds per Beam step (our runner names its ParDo tasks STEP#PARTITION-JOB):
+    what bounds the job's time on more workers."""
+    steps: dict = {}
+    for record in task_records:
+        if "#" not in str(record["key"]):
+            continue
+        seconds = sum(span["stop"] - span["start"] for span in record["startstops"] if span["action"] == "compute")
+        step = str(record["key"]).split("#")[0]
+        total, longest, count = steps.get(step, (0.0, 0.0, 0))
+        steps[step] = (total + seconds, max(longest, seconds), count + 1)
+    for step, (total, longest, count) in sorted(steps.items(), key=lambda item: -item[1][0])[:8]:
+        print(f"  step {step}: {count} tasks, {total:.1f} worker-s in all, longest task {longest:.1f} s")
+
+
 def compare_outputs(first: str, second: str) -> None:
     """Exits non-zero unless both prepare outputs hold the same records, dead letters, vocabularies and stats."""
     sys.path.insert(0, ROOT)
@@ -138,7 +153,10 @@ def main() -> None:
             if args.kill_worker_after and client is not None:
                 killer = threading.Thread(target=_kill_one_worker_later, args=(client, args.kill_worker_after, killed))
                 killer.start()
-            seconds, summary = run_prepare(input_dir, output, beam_args)
+            with (client.get_task_stream() if client is not None else contextlib.nullcontext()) as tasks:
+                seconds, summary = run_prepare(input_dir, output, beam_args)
+            if client is not None:
+                print_steps(tasks.data)
             if killer:
                 killer.join()
             workers_mb = max(client.run(_worker_peak_mb).values()) if client is not None else 0
