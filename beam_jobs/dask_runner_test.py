@@ -105,3 +105,15 @@ def test_unsupported_windowing_is_refused_by_name(address):
          | "Fixed" >> beam.WindowInto(window.FixedWindows(10)))
     with pytest.raises(NotImplementedError, match="Fixed"):
         pipeline.run()
+
+
+def test_dask_runner_names_mean_ours_on_the_command_line_and_in_beam():
+    from apache_beam.runners.runner import create_runner
+
+    from beam_jobs.runner_names import DASK_RUNNER, with_our_runners
+
+    assert with_our_runners(["--runner=DaskRunner", "--dask_client_address=tcp://127.0.0.1:1"]) == [
+        f"--runner={DASK_RUNNER}", "--dask_client_address=tcp://127.0.0.1:1"]
+    assert with_our_runners(["--runner", "dask"]) == ["--runner", DASK_RUNNER]
+    assert with_our_runners(["--runner=DataflowRunner"]) == ["--runner=DataflowRunner"]
+    assert type(create_runner(DASK_RUNNER)) is DaskRunner

@@ -99,6 +99,12 @@ def _kill_one_worker_later(client, seconds: float, killed: list) -> None:
     killed.append((address, pids[address], time.strftime("%H:%M:%S")))
 
 
+def task_stream(client):
+    from dask.distributed import get_task_stream
+
+    return get_task_stream(client=client)
+
+
 def print_steps(task_records) -> None:
     """Worker seconds per Beam step (our runner names its ParDo tasks STEP#PARTITION-JOB):
     what bounds the job's time on more workers."""
@@ -153,7 +159,7 @@ def main() -> None:
             if args.kill_worker_after and client is not None:
                 killer = threading.Thread(target=_kill_one_worker_later, args=(client, args.kill_worker_after, killed))
                 killer.start()
-            with (client.get_task_stream() if client is not None else contextlib.nullcontext()) as tasks:
+            with (task_stream(client) if client is not None else contextlib.nullcontext()) as tasks:
                 seconds, summary = run_prepare(input_dir, output, beam_args)
             if client is not None:
                 print_steps(tasks.data)
