@@ -156,16 +156,17 @@ def _stable_hash(value) -> int:
     return int.from_bytes(hashlib.blake2b(pickle.dumps(value, protocol=4), digest_size=8).digest(), "big")
 
 
-def _split_by_key(elements, buckets: int) -> List[List]:
+def _split_by_key(elements, partition: int, buckets: int) -> List[List]:
     split = [[] for _ in range(buckets)]
     for element in elements:
         split[_stable_hash(element.value[0]) % buckets].append(element)
     return split
 
 
-def _split_round_robin(elements, buckets: int) -> List[List]:
+def _split_round_robin(elements, partition: int, buckets: int) -> List[List]:
+    """Each partition starts at its own bucket: many one-element partitions still spread."""
     split = [[] for _ in range(buckets)]
-    for index, element in enumerate(elements):
+    for index, element in enumerate(elements, start=partition):
         split[index % buckets].append(element)
     return split
 
@@ -236,7 +237,7 @@ class _Translator(PipelineVisitor):
             self.partitions[pcoll] = partitions
 
     def _shuffle(self, partitions: List, split, combine) -> List:
-        splits = [self._delayed(split)(p, self.npartitions) for p in partitions]
+        splits = [self._delayed(split)(p, index, self.npartitions) for index, p in enumerate(partitions)]
         return [self._delayed(combine)(bucket, *splits) for bucket in range(self.npartitions)]
 
     def _par_do(self, node: AppliedPTransform) -> None:
@@ -288,8 +289,12 @@ class DaskPipelineResult(PipelineResult):
         if self._state != PipelineState.RUNNING:
             return self._state
         try:
-            for _, updates in distributed.as_completed(self._futures, with_results=True,
-                                                       timeout=duration / 1000 if duration else None):
+            # gather, not as_completed: as_completed never yields a future whose result was
+            # lost with a worker after it finished (seen with a SIGKILLed worker); gather
+            # waits for the recomputation.
+            if duration:
+                distributed.wait(self._futures, timeout=duration / 1000)
+            for updates in self._client.gather(self._futures):
                 self._metrics.commit_physical(None, updates)
                 self._metrics.commit_logical(None, updates)
             self._state = PipelineState.DONE

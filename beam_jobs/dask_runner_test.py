@@ -82,6 +82,31 @@ def test_a_failed_assertion_fails_the_pipeline(address):
         pipeline.run().wait_until_finish()
 
 
+def test_reshuffle_spreads_one_element_partitions_over_every_partition(address):
+    from beam_jobs.dask_runner import _split_round_robin
+
+    assert [len(bucket) for p in range(4) for bucket in _split_round_robin(["x"], p, 4) if bucket] == [1] * 4
+    pipeline = _pipeline(address, npartitions=4)
+    sizes = (pipeline | beam.Create(list(range(4))) | beam.Reshuffle()
+             | beam.ParDo(_BundleSize()) | beam.combiners.ToList() | beam.Map(sorted))
+    assert_that(sizes, equal_to([[1, 1, 1, 1]]))
+    pipeline.run().wait_until_finish()
+
+
+class _BundleSize(beam.DoFn):
+    def start_bundle(self):
+        self.size = 0
+
+    def process(self, element):
+        self.size += 1
+
+    def finish_bundle(self):
+        from apache_beam.transforms.window import GlobalWindow
+        from apache_beam.utils.windowed_value import WindowedValue
+
+        yield WindowedValue(self.size, 0, [GlobalWindow()])
+
+
 def test_reshuffle_spreads_one_partition_and_file_sinks_write_every_line(address, tmp_path):
     pipeline = _pipeline(address, npartitions=4)
     lines = (pipeline | beam.Create([list(range(100))]) | beam.FlatMap(lambda xs: xs) | beam.Reshuffle()

@@ -123,12 +123,12 @@ def print_steps(task_records) -> None:
 def compare_outputs(first: str, second: str) -> None:
     """Exits non-zero unless both prepare outputs hold the same records, dead letters, vocabularies and stats."""
     sys.path.insert(0, ROOT)
-    from tests.prepare_on_dask_test import _outputs
+    from beam_jobs import prepared
 
-    a, b = _outputs(first), _outputs(second)
-    for key in ("examples", "dead_letters", "texts", "counts"):
-        if a[key] != b[key]:
-            sys.exit(f"outputs differ in {key}")
+    differing = prepared.differences(first, second)
+    if differing:
+        sys.exit(f"outputs differ in {', '.join(differing)}")
+    a = prepared.outputs(first)
     print(f"outputs equal: {len(a['examples'])} examples (as a multiset), {len(a['dead_letters'])} dead letters, "
           f"{len(a['texts'])} vocabulary/stats files, counts {a['counts']}")
 

@@ -2,7 +2,6 @@
 processes, loopback) writes what the DirectRunner writes, also when a worker is killed."""
 
 import glob
-import json
 import os
 import shutil
 import signal
@@ -12,6 +11,7 @@ import time
 import psutil
 import pytest
 
+from beam_jobs import prepared
 from tablegen_cli.main import main
 
 pytestmark = pytest.mark.slow
@@ -36,38 +36,16 @@ def _corrupted_wikibio(directory, copies: int = 1) -> str:
 
 
 def _prepare(output, arguments, runner_args):
-    started = time.time()
     code = main(["prepare", *arguments, "--output", str(output), *runner_args])
     assert code == 0, open(os.path.join(output, "logs", "prepare.log")).read()[-3000:]
-    print(f"TIMING {output} {time.time() - started:.1f}s", flush=True)
-
-
-def _outputs(directory):
-    """Everything prepare wrote, in a form that ignores shard count and order."""
-    import tensorflow as tf
-
-    files = sorted(glob.glob(os.path.join(directory, "examples-*.tfrecord.gz")))
-    examples = sorted(tf.train.Example.FromString(record.numpy()).SerializeToString(deterministic=True)
-                      for record in tf.data.TFRecordDataset(files, compression_type="GZIP"))
-    dead_letters = []  # a selection split's rejections are in its train split's file
-    if os.path.exists(os.path.join(directory, "dead_letter.jsonl")):
-        with open(os.path.join(directory, "dead_letter.jsonl")) as handle:
-            dead_letters = sorted(line for line in handle.read().splitlines() if line)
-    texts = {}
-    for path in sorted(glob.glob(os.path.join(directory, "vocab", "*")) + [os.path.join(directory, "stats.json")]):
-        with open(path) as handle:
-            texts[os.path.relpath(path, directory)] = handle.read()
-    with open(os.path.join(directory, "metadata.json")) as handle:
-        counts = json.load(handle)["counts"]
-    counts.pop("seconds", None), counts.pop("carved_from", None)  # timings and paths differ
-    return {"examples": examples, "dead_letters": dead_letters, "texts": texts, "counts": counts}
 
 
 def _assert_same(dask_dir, direct_dir):
-    on_dask, on_direct = _outputs(dask_dir), _outputs(direct_dir)
+    on_dask, on_direct = prepared.outputs(str(dask_dir)), prepared.outputs(str(direct_dir))
     assert on_direct["examples"] and on_dask["counts"]["written"] == len(on_direct["examples"])
     for key in ("examples", "dead_letters", "counts", "texts"):
         assert on_dask[key] == on_direct[key], key
+    assert not glob.glob(os.path.join(dask_dir, "beam-temp-*"))  # nothing staged is left
 
 
 def _kill_a_worker_mid_job(client, stop: threading.Event, killed: list) -> None:
@@ -78,7 +56,7 @@ def _kill_a_worker_mid_job(client, stop: threading.Event, killed: list) -> None:
             lambda dask_scheduler: [(str(ts.key), ts.state, [w.address for w in ts.who_has or ()])
                                     for ts in dask_scheduler.tasks.values()])
         unfinished = sum(1 for _, state, _ in states if state in ("waiting", "processing", "queued", "no-worker"))
-        holders = {address for key, state, who in states if state == "memory" and "_run_bundle" in key
+        holders = {address for key, state, who in states if state == "memory" and "#" in key  # a Beam step's
                    for address in who}
         if unfinished and holders:
             address = sorted(holders)[0]
