@@ -252,7 +252,7 @@ class _Translator(PipelineVisitor):
         job = uuid.uuid4().hex[:8]
         results = [
             self._delayed(_run_bundle)(partition, node.full_label, index, pickled_fn, transform.args,
-                                       transform.kwargs, main_input.windowing.windowfn, side_specs, *side_values,
+                                       transform.kwargs, _window_fn(main_input), side_specs, *side_values,
                                        dask_key_name=f"{node.full_label}#{index}-{job}")  # step names in Dask's UI
             for index, partition in enumerate(self._input(node))
         ]
@@ -260,6 +260,12 @@ class _Translator(PipelineVisitor):
         for tag, pcoll in node.outputs.items():
             _check_windowing(node, pcoll)
             self.partitions[pcoll] = [self._delayed(_select)(result, tag) for result in results]
+
+
+def _window_fn(pcoll: pvalue.PCollection):
+    if isinstance(pcoll.producer.transform, (_Create, _Read)):  # Beam asks a source's input: none
+        return GlobalWindows()
+    return pcoll.windowing.windowfn
 
 
 def _check_windowing(node: AppliedPTransform, pcoll: pvalue.PCollection) -> None:
@@ -288,12 +294,15 @@ class DaskPipelineResult(PipelineResult):
 
         if self._state != PipelineState.RUNNING:
             return self._state
+        if duration:
+            try:
+                distributed.wait(self._futures, timeout=duration / 1000)
+            except distributed.TimeoutError:
+                return self._state  # still running
         try:
             # gather, not as_completed: as_completed never yields a future whose result was
             # lost with a worker after it finished (seen with a SIGKILLed worker); gather
             # waits for the recomputation.
-            if duration:
-                distributed.wait(self._futures, timeout=duration / 1000)
             for updates in self._client.gather(self._futures):
                 self._metrics.commit_physical(None, updates)
                 self._metrics.commit_logical(None, updates)
