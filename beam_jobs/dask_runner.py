@@ -263,15 +263,16 @@ class _Translator(PipelineVisitor):
 
 
 def _window_fn(pcoll: pvalue.PCollection):
-    if isinstance(pcoll.producer.transform, (_Create, _Read)):  # Beam asks a source's input: none
+    try:
+        return pcoll.windowing.windowfn
+    except AttributeError:  # Beam asks a source's input (PBegin), which has none: global windows
         return GlobalWindows()
-    return pcoll.windowing.windowfn
 
 
 def _check_windowing(node: AppliedPTransform, pcoll: pvalue.PCollection) -> None:
-    if not isinstance(pcoll, pvalue.PCollection) or isinstance(node.transform, (_Create, _Read)):
-        return  # sources: bounded, global windows
-    if not pcoll.is_bounded or not isinstance(pcoll.windowing.windowfn, GlobalWindows):
+    if not isinstance(pcoll, pvalue.PCollection):
+        return
+    if not pcoll.is_bounded or not isinstance(_window_fn(pcoll), GlobalWindows):
         raise NotImplementedError(f"the Dask runner runs bounded, globally windowed data only: {node.full_label!r}")
 
 
