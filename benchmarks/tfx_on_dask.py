@@ -8,6 +8,8 @@ whether the examples (as a multiset) and the per-feature statistics counts are e
 
 import glob
 import os
+import pathlib
+import re
 import sys
 import tempfile
 import time
@@ -25,7 +27,7 @@ def run_components(work: str, beam_args, tag: str) -> str:
     from tfx_pipeline import config as pipeline_config
     from tfx_pipeline.pipeline_e2e_test import tiny_overrides
 
-    raw = pipeline_config.deep_merge(pipeline_config.load_raw(), tiny_overrides(work))
+    raw = pipeline_config.deep_merge(pipeline_config.load_raw(), tiny_overrides(pathlib.Path(work)))
     raw["pipeline"].update(beam_pipeline_args=list(beam_args), root=os.path.join(work, f"root-{tag}"))
     config = pipeline_config.from_raw(raw)
     print(f"{tag}: beam_pipeline_args {config.beam_pipeline_args}", flush=True)
@@ -61,8 +63,13 @@ def statistics(root: str):
     for path in sorted(glob.glob(os.path.join(root, "StatisticsGen", "statistics", "*", "Split-*", "FeatureStats.pb"))):
         split = path.split("Split-")[1].split(os.sep)[0]
         stats = tfdv.load_stats_binary(path)
-        found[split] = sorted((f.path.step[0], str(f)) for d in stats.datasets for f in d.features)
+        found[split] = sorted((f.path.step[0], _rounded(str(f))) for d in stats.datasets for f in d.features)
     return found
+
+
+def _rounded(text: str) -> str:
+    """Floats to 12 significant digits: a runner sums in another order (std_dev's last digits)."""
+    return re.sub(r"-?\d+\.\d+(e[-+]?\d+)?", lambda m: f"{float(m.group()):.12g}", text)
 
 
 def main() -> None:
@@ -83,7 +90,15 @@ def main() -> None:
         a, b = examples(direct), examples(on_dask)
         print(f"examples equal: {a == b} ({', '.join(f'{k} {len(v)}' for k, v in a.items())})")
         sa, sb = statistics(direct), statistics(on_dask)
-        print(f"statistics equal (every feature's FeatureNameStatistics): {sa == sb}")
+        print(f"statistics equal (every feature's FeatureNameStatistics, floats to 12 digits): {sa == sb}")
+        if sa != sb:
+            import difflib
+
+            for split in sa:
+                for (name, x), (_, y) in zip(sa[split], sb.get(split, [])):
+                    if x != y:
+                        print(f"  {split}/{name}:", "".join(list(difflib.unified_diff(
+                            x.splitlines(True), y.splitlines(True), n=0))[2:12]))
         if a != b or sa != sb:
             sys.exit(1)
 
