@@ -15,9 +15,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import glob
 import json
 import logging
 import os
+import shutil
 import time
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -30,7 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from tablegen_tf.readers import get_reader
 from tablegen_tf.readers.base import InputError, Raw, RawTable, Rejection, in_selection, merge_key
 from tablegen_tf.readers.clean_slots import clean_table
-from beam_jobs import running_counts, summaries
+from beam_jobs import runner_names, running_counts, summaries
 
 NAMESPACE = "tablegen.prepare"
 EXAMPLES_PREFIX = "examples"
@@ -255,7 +257,9 @@ def _runs_locally(beam_args: List[str]) -> bool:
 
 
 def default_runner_args(beam_args: List[str]) -> List[str]:
-    """DirectRunner with 2 worker processes unless the user chose otherwise."""
+    """DirectRunner with 2 worker processes unless the user chose otherwise; `--runner=DaskRunner`
+    is ours (runner_names.py)."""
+    beam_args = runner_names.with_our_runners(beam_args)
     joined = " ".join(beam_args)
     if "--runner" in joined and "DirectRunner" not in joined:
         return beam_args
@@ -279,6 +283,7 @@ def run(config: PrepareConfig, beam_args: Optional[List[str]] = None,
         build_pipeline(pipeline, config, watcher.directory if watching else None)
         result = pipeline.run()
         result.wait_until_finish()
+    _remove_sink_leftovers(config)
     counts = {
         "read": _counter(result, "rows_read"),
         "written": _counter(result, "examples_written"),
@@ -301,6 +306,23 @@ def run(config: PrepareConfig, beam_args: Optional[List[str]] = None,
             f"see {os.path.join(config.output, DEAD_LETTER)}"
         )
     return counts
+
+
+def _remove_sink_leftovers(config: PrepareConfig) -> None:
+    """Beam's file sinks stage shards in OUTPUT/beam-temp-*; one survives the job only when a
+    runner recomputed a sink's initialize step after losing a worker (Dask), so its finalize
+    step removed the new directory. The job is over: nothing else writes there."""
+    directories = [config.output]
+    if config.split == "train" and config.selection_fraction > 0:
+        directories.append(config.selection_dir())
+    for directory in directories:
+        if "://" not in directory:  # Beam's local match lists no directories
+            for path in glob.glob(os.path.join(glob.escape(directory), "beam-temp-*")):
+                shutil.rmtree(path, ignore_errors=True)
+            continue
+        staged = FileSystems.match([FileSystems.join(directory, "beam-temp-**")])[0].metadata_list
+        if staged:  # object stores: the files are the directory
+            FileSystems.delete([match.path for match in staged])
 
 
 def _write_counts(config: PrepareConfig, counts: Dict[str, int]) -> None:

@@ -50,9 +50,10 @@ def _add_prepare(subparsers) -> None:
             "Reads a corpus in its native format and writes OUTPUT/examples-*.tfrecord.gz "
             "(tf.train.Example records), OUTPUT/dead_letter.jsonl (rejected rows with file, "
             "line and reason), OUTPUT/vocab/*.txt and OUTPUT/stats.json. Unrecognised "
-            "arguments are Beam pipeline options (e.g. --runner=DataflowRunner --project=... "
-            "--region=... --temp_location=gs://...); the default is the DirectRunner with "
-            "2 worker processes.\n\nformats:\n"
+            "arguments are Beam pipeline options (e.g. --runner=DaskRunner "
+            "--dask_client_address=HOST:8786 for a dask.distributed cluster, or "
+            "--runner=DataflowRunner --project=... --region=... --temp_location=gs://...); the "
+            "default is the DirectRunner with 2 worker processes.\n\nformats:\n"
             + "\n".join(f"  {name:26s}{_format_help(name)}" for name in format_names())
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,

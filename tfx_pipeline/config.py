@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import yaml
 
+from beam_jobs.runner_names import with_our_runners
 from tablegen_tf.config import deep_merge, parse_overrides  # noqa: F401  (re-exported: one YAML merge rule)
 
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "default.yaml")
@@ -96,7 +97,7 @@ def from_raw(raw: Dict[str, Any]) -> PipelineConfig:
         evaluator=dict(raw.get("evaluator") or {}),
         serving_base=_abs(pusher["base_directory"]),
         model_name=pusher["model_name"],
-        beam_pipeline_args=list(pipeline.get("beam_pipeline_args") or []),
+        beam_pipeline_args=with_our_runners(pipeline.get("beam_pipeline_args") or []),
         enable_cache=bool(pipeline.get("enable_cache", True)),
         lowercase=bool(data.get("lowercase", False)),
         schema_file=_abs(data.get("schema_file")),
@@ -155,7 +156,7 @@ def for_kubeflow(config: PipelineConfig) -> PipelineConfig:
         root=kfp.get("pipeline_root", config.root),
         input_base=kfp.get("input_base", config.input_base),
         serving_base=kfp.get("base_directory", config.serving_base),
-        beam_pipeline_args=list(kfp.get("beam_pipeline_args", config.beam_pipeline_args)),
+        beam_pipeline_args=with_our_runners(kfp.get("beam_pipeline_args", config.beam_pipeline_args)),
         schema_file=kfp.get("schema_file") or config.schema_file,
     )
 
