@@ -17,6 +17,7 @@ A benchmark, not a test: see benchmarks/peers/README.md.
 
 import argparse
 import collections
+import functools
 import json
 import os
 import subprocess
@@ -30,6 +31,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 PEER_PYTHON = os.path.join(HERE, ".venv", "bin", "python")
 ALIGNED = os.path.join(ROOT, "..", "shared", "data", "e2e", "aligned")
 THREADS = 2
+say = functools.partial(print, flush=True)  # the console; main() points it past logs.session's capture
 PEER_SIZE = "peer (1x256, emb 256, batch 64)"  # the size key of train_throughput.py
 # The sizes of train_throughput.py's peer size, in OpenNMT-py options (hidden_size 256 with
 # brnn = 2 x 128 directions concatenated, as OpenNMT-py users set it).
@@ -62,7 +64,8 @@ def run_json(command, env, label: str, log_path: str) -> dict:
         proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=ROOT)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
     if proc.returncode or not lines:
-        sys.exit(f"{label} failed (exit {proc.returncode}); log: {log_path}\n{open(log_path).read()[-3000:]}")
+        say(f"{label} failed (exit {proc.returncode}); log: {log_path}\n{open(log_path).read()[-3000:]}")
+        sys.exit(1)
     return json.loads(lines[-1][len("RESULT "):])
 
 
@@ -105,7 +108,8 @@ def prepare_opennmt_data(out: str, dev_limit: int) -> dict:
     return {"train": len(sources), "dev": len(dev_sources),
             "src_vocab": write_vocab(os.path.join(out, "src.vocab"), sources),
             "tgt_vocab": write_vocab(os.path.join(out, "tgt.vocab"), targets),
-            "target_tokens_per_sentence": sum(len(t.split()) + 1 for t in targets) / len(targets)}
+            "target_tokens_per_sentence": sum(len(t.split()) + 1 for t in targets) / len(targets),
+            "source_tokens_per_sentence": sum(len(s.split()) for s in sources) / len(sources)}
 
 
 # ------------------------------------------------------------------ the peer
@@ -134,12 +138,12 @@ def run_peer(work: str, data: str, args) -> dict:
     os.makedirs(run, exist_ok=True)
     driver = os.path.join(HERE, "opennmt_driver.py")
     config = opennmt_config(data, run, args.warmup + args.steps)
-    print("OpenNMT-py: training ...", flush=True)
+    say("OpenNMT-py: training ...")
     train = run_json([PEER_PYTHON, driver, "--threads", str(THREADS), "train", "--config", config,
                       "--warmup", str(args.warmup), "--steps", str(args.steps)],
                      thread_env(peer=True), "OpenNMT-py training", os.path.join(work, "opennmt-train.log"))
     model = os.path.join(run, f"model_step_{args.warmup + args.steps}.pt")
-    print("OpenNMT-py: decoding ...", flush=True)
+    say("OpenNMT-py: decoding ...")
     decode = run_json([PEER_PYTHON, driver, "--threads", str(THREADS), "decode", "--model", model,
                        "--src", os.path.join(data, "dev.src"), "--latency-repeats", str(args.latency_repeats)],
                       thread_env(peer=True), "OpenNMT-py decoding", os.path.join(work, "opennmt-decode.log"))
@@ -150,12 +154,12 @@ def run_peer(work: str, data: str, args) -> dict:
 
 
 def run_ours(work: str, args) -> dict:
-    print("tablegen: training ...", flush=True)
+    say("tablegen: training ...")
     train = run_json([sys.executable, os.path.join(ROOT, "benchmarks", "train_throughput.py"), "--size", PEER_SIZE,
                       "--steps", str(args.steps), "--warmup", str(args.warmup), "--data", args.data],
                      thread_env(peer=False), "tablegen training", os.path.join(work, "tablegen-train.log"))
     run = os.path.join(work, "tablegen-run")
-    print("tablegen: training the model to decode with ...", flush=True)
+    say("tablegen: training the model to decode with ...")
     command = [sys.executable, "-m", "tablegen_cli.main", "train", "--config", "e2e",
                "--train", os.path.join(args.data, "train"), "--out", run, "--max-steps", str(args.warmup + args.steps),
                "--no-progress", "--set", "model.name=encdec-copy", "--set", "data.batch_size=64"]
@@ -166,7 +170,7 @@ def run_ours(work: str, args) -> dict:
     export = os.path.join(work, "tablegen-export")
     subprocess.run([sys.executable, "-m", "tablegen_cli.main", "export", "--model", run, "--output", export],
                    check=True, capture_output=True, env=thread_env(peer=False), cwd=ROOT)
-    print("tablegen: decoding ...", flush=True)
+    say("tablegen: decoding ...")
     decode = run_json([sys.executable, __file__, "--ours-decode", export, "--dev-limit", str(args.dev_limit),
                        "--latency-repeats", str(args.latency_repeats)],
                       thread_env(peer=False), "tablegen decoding", os.path.join(work, "tablegen-decode.log"))
@@ -192,14 +196,35 @@ def report(ours: dict, peer: dict) -> None:
         ("training target tokens/s", ours["train"]["tokens_per_second"], peer["train"]["tokens_per_second"], True),
         ("beam 5, batch 64: sentences/s", ours["decode"]["tables_per_second"],
          peer["decode"]["sentences_per_second"], True),
+        ("beam 5, batch 64: output words/s", ours["decode"]["tables_per_second"] * ours["decode"]["mean_output_words"],
+         peer["decode"]["sentences_per_second"] * peer["decode"]["mean_output_words"], True),
         ("one sentence, beam 5: p50 ms", ours["decode"]["beam5_p50_ms"], peer["decode"]["p50_ms"], False),
         ("peak RSS training (MB)", ours["train"]["peak_rss_mb"], peer["train"]["peak_rss_mb"], False),
         ("peak RSS decoding (MB)", ours["decode"]["peak_rss_mb"], peer["decode"]["peak_rss_mb"], False),
     ]
-    print(f"\n{'':34}{'tablegen':>10}{'OpenNMT-py':>12}{'ours/theirs':>13}")
+    say(f"\n{'':34}{'tablegen':>10}{'OpenNMT-py':>12}{'ours/theirs':>13}")
     for name, mine, theirs, higher_is_better in rows:
         note = "" if higher_is_better else " (lower is better)"
-        print(f"{name:34}{mine:>10.1f}{theirs:>12.1f}{mine / theirs:>12.2f}x{note}")
+        say(f"{name:34}{mine:>10.1f}{theirs:>12.1f}{mine / theirs:>12.2f}x{note}")
+
+
+def flops_fractions(args, sizes: dict, ours: dict, peer: dict) -> None:
+    """Achieved fraction of this machine's matmul peak in training (flops_fraction.py's
+    analytic FLOPs per target token, each side with its own vocabulary and memory length)."""
+    from flops_fraction import forward_flops_per_token, matmul_peak
+
+    stats = json.load(open(os.path.join(args.data, "train", "stats.json")))
+    ours_vocab = sum(1 for _ in open(os.path.join(args.data, "train", "vocab", "words.txt"), encoding="utf-8"))
+    target_length = sizes["target_tokens_per_sentence"]
+    peak = matmul_peak(THREADS)
+    say(f"\nfloat32 matmul peak ({THREADS} threads, TF): {peak / 1e9:.1f} GFLOP/s; training FLOPs per target "
+          f"token as in benchmarks/flops_fraction.py (3 x forward, decoder side + attention memory):")
+    for name, vocab, memory, rate in (
+            ("tablegen", ours_vocab, stats["records"]["mean"], ours["train"]["tokens_per_second"]),
+            ("OpenNMT-py", sizes["tgt_vocab"] + 4, sizes["source_tokens_per_sentence"], peer["train"]["tokens_per_second"])):
+        flops = 3 * sum(forward_flops_per_token(256, 256, vocab, memory, target_length).values())
+        say(f"  {name:11} vocabulary {vocab:5d}, memory {memory:4.1f}: {flops / 1e6:5.2f} MFLOP/token x {rate:,} "
+              f"tokens/s = {100 * rate * flops / peak:4.1f} % of peak")
 
 
 def main() -> None:
@@ -211,7 +236,8 @@ def main() -> None:
     parser.add_argument("--latency-repeats", type=int, default=30)
     parser.add_argument("--data", default=os.path.join(ROOT, "runs", "data", "e2e"), help="our prepared E2E data")
     parser.add_argument("--work", default=os.path.join(ROOT, "runs", "peers"), help="peer data, models, logs")
-    parser.add_argument("--skip-peer", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("-v", "--verbose", action="store_true", help="third-party logs on the console too")
+    parser.add_argument("--no-flops", action="store_true", help="skip the matmul-peak fractions (~10 s)")
     parser.add_argument("--ours-decode", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ours_decode:
@@ -219,27 +245,38 @@ def main() -> None:
         return
     if args.quick:
         args.warmup, args.steps, args.dev_limit, args.latency_repeats = 5, 30, 128, 10
-    print(f"load at start: {uptime()}")
+    os.makedirs(args.work, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="run-", dir=args.work)
+    from tablegen_tf import logs
+
+    with logs.session(args.verbose, os.path.join(work, "benchmark.log")) as console:
+        global say
+        say = functools.partial(print, file=console.out, flush=True)
+        compare(args, work)
+
+
+def compare(args, work: str) -> None:
+    say(f"load at start: {uptime()}")
     from train_throughput import ensure_data
 
     ensure_data(args.data)
-    os.makedirs(args.work, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="run-", dir=args.work)
     data = os.path.join(work, "opennmt-data")
     sizes = prepare_opennmt_data(data, args.dev_limit)
-    print(f"OpenNMT-py data: {sizes['train']} training pairs, {sizes['dev']} dev tables, vocabularies "
-          f"src {sizes['src_vocab']} / tgt {sizes['tgt_vocab']} (files in {data})", flush=True)
+    say(f"OpenNMT-py data: {sizes['train']} training pairs, {sizes['dev']} dev tables, vocabularies "
+          f"src {sizes['src_vocab']} / tgt {sizes['tgt_vocab']} (files in {data})")
     peer = run_peer(work, data, args)
     ours = run_ours(work, args)
-    print(f"\n{args.warmup} warm-up + {args.steps} timed training steps each, {THREADS} threads each. Target "
+    say(f"\n{args.warmup} warm-up + {args.steps} timed training steps each, {THREADS} threads each. Target "
           f"tokens = words + end token, padding excluded, on both sides (same tokenizer): "
           f"{sizes['target_tokens_per_sentence']:.2f} per training sentence, "
           f"{peer['train']['target_tokens_per_sentence']:.2f} in OpenNMT-py's timed batches. Mean output words "
           f"at beam 5: ours {ours['decode']['mean_output_words']:.1f}, OpenNMT-py {peer['decode']['mean_output_words']:.1f} "
           f"(both models trained only {args.warmup + args.steps} steps: speed, not quality)")
     report(ours, peer)
-    print(f"\nexample OpenNMT-py output: {peer['decode']['example']}")
-    print(f"load at end: {uptime()}")
+    if not args.no_flops:
+        flops_fractions(args, sizes, ours, peer)
+    say(f"\nexample OpenNMT-py output: {peer['decode']['example']}")
+    say(f"load at end: {uptime()}")
 
 
 if __name__ == "__main__":
