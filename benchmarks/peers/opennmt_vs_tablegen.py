@@ -30,7 +30,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 PEER_PYTHON = os.path.join(HERE, ".venv", "bin", "python")
 ALIGNED = os.path.join(ROOT, "..", "shared", "data", "e2e", "aligned")
-THREADS = 2
+DEFAULT_THREADS = 2
+THREADS = DEFAULT_THREADS  # of both sides; --threads sets it for both
 say = functools.partial(print, flush=True)  # the console; main() points it past logs.session's capture
 PEER_SIZE = "peer (1x256, emb 256, batch 64)"  # the size key of train_throughput.py
 # The sizes of train_throughput.py's peer size, in OpenNMT-py options (hidden_size 256 with
@@ -236,10 +237,13 @@ def main() -> None:
     parser.add_argument("--latency-repeats", type=int, default=30)
     parser.add_argument("--data", default=os.path.join(ROOT, "runs", "data", "e2e"), help="our prepared E2E data")
     parser.add_argument("--work", default=os.path.join(ROOT, "runs", "peers"), help="peer data, models, logs")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads of each side (default 2)")
     parser.add_argument("-v", "--verbose", action="store_true", help="third-party logs on the console too")
     parser.add_argument("--no-flops", action="store_true", help="skip the matmul-peak fractions (~10 s)")
     parser.add_argument("--ours-decode", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    global THREADS
+    THREADS = args.threads
     if args.ours_decode:
         ours_decode_child(args.ours_decode, args)
         return
@@ -250,7 +254,7 @@ def main() -> None:
     from tablegen_tf import logs
 
     with logs.session(args.verbose, os.path.join(work, "benchmark.log")) as console:
-        global say
+        global say  # noqa: PLW0603  (the console of this session)
         say = functools.partial(print, file=console.out, flush=True)
         compare(args, work)
 
