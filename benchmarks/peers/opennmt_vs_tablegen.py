@@ -212,12 +212,14 @@ def report(ours: dict, peer: dict) -> None:
 def flops_fractions(args, sizes: dict, ours: dict, peer: dict) -> None:
     """Achieved fraction of this machine's matmul peak in training (flops_fraction.py's
     analytic FLOPs per target token, each side with its own vocabulary and memory length)."""
-    from flops_fraction import forward_flops_per_token, matmul_peak
+    from flops_fraction import forward_flops_per_token
 
     stats = json.load(open(os.path.join(args.data, "train", "stats.json")))
     ours_vocab = sum(1 for _ in open(os.path.join(args.data, "train", "vocab", "words.txt"), encoding="utf-8"))
     target_length = sizes["target_tokens_per_sentence"]
-    peak = matmul_peak(THREADS)
+    # In a child: this process's TensorFlow already runs with the default thread pools.
+    peak = run_json([sys.executable, __file__, "--matmul-peak"], thread_env(peer=False), "matmul peak",
+                    os.path.join(args.work_dir, "matmul-peak.log"))["flops_per_second"]
     say(f"\nfloat32 matmul peak ({THREADS} threads, TF): {peak / 1e9:.1f} GFLOP/s; training FLOPs per target "
           f"token as in benchmarks/flops_fraction.py (3 x forward, decoder side + attention memory):")
     for name, vocab, memory, rate in (
@@ -241,11 +243,17 @@ def main() -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help="third-party logs on the console too")
     parser.add_argument("--no-flops", action="store_true", help="skip the matmul-peak fractions (~10 s)")
     parser.add_argument("--ours-decode", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--matmul-peak", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     global THREADS
     THREADS = args.threads
     if args.ours_decode:
         ours_decode_child(args.ours_decode, args)
+        return
+    if args.matmul_peak:
+        from flops_fraction import matmul_peak
+
+        print("RESULT " + json.dumps({"flops_per_second": matmul_peak(THREADS)}), flush=True)
         return
     if args.quick:
         args.warmup, args.steps, args.dev_limit, args.latency_repeats = 5, 30, 128, 10
@@ -260,6 +268,7 @@ def main() -> None:
 
 
 def compare(args, work: str) -> None:
+    args.work_dir = work
     say(f"load at start: {uptime()}")
     from train_throughput import ensure_data
 
