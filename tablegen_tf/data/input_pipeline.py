@@ -7,7 +7,6 @@ TF ops so the same `Vocabularies` object serves training and the SavedModel.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from typing import Dict, List, Optional, Sequence
 
@@ -202,17 +201,6 @@ def _fits_cache(files: Sequence[str], cache_max_mb: int) -> bool:
     return size <= cache_max_mb * 2**20
 
 
-def _records_in_canonical_order(files: Sequence[str]) -> tf.data.Dataset:
-    """The serialized records of ``files`` ordered by a hash of their bytes. A Beam job with
-    several workers writes the same examples in a different order on every run, so a seeded
-    shuffle of the files' order gave different batches (and a different model) from the
-    same data; from this order the seeded shuffle is the same on every run and machine.
-    Small corpora only (the in-memory cache's bound): larger ones keep the files' order."""
-    records = [record.numpy() for record in tf.data.TFRecordDataset(files, compression_type="GZIP")]
-    records.sort(key=lambda record: hashlib.sha1(record).digest())
-    return tf.data.Dataset.from_tensor_slices(tf.constant(records, dtype=tf.string, shape=[len(records)]))
-
-
 def make_dataset(
     file_pattern: str,
     vocabs: Vocabularies,
@@ -224,20 +212,16 @@ def make_dataset(
     """Batches of padded features (``parser``: the example form's, default the table
     form's); training shuffles, repeating is left to the caller."""
     files = list_files(file_pattern)
+    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE)
     parser = parser or ExampleParser(vocabs, config)
     shuffle = training and config.shuffle_buffer
-    fits_cache = training and _fits_cache(files, config.cache_max_mb)
-    if shuffle and fits_cache:
-        dataset = _records_in_canonical_order(files)
-    else:
-        dataset = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE)
     if config.expand_references:  # shuffled by table, so a table's references stay together
         if shuffle:
             dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.flat_map(parser.per_reference)
     else:
         dataset = dataset.map(parser.primary, num_parallel_calls=tf.data.AUTOTUNE)
-        if fits_cache:
+        if training and _fits_cache(files, config.cache_max_mb):
             # Parsing costs ~13 % of a small model's training step on 2 cores: do it once.
             dataset = dataset.cache()
         if shuffle:  # after the ordered map: the same permutation as shuffling the records
