@@ -29,7 +29,6 @@ AVENV="$ROOT/.cache/airflow-venv"
 APY="$AVENV/bin/python"
 STAMP="$AVENV/.tablegen-airflow-stamp"
 PYTHON="${PYTHON:-python3.11}"
-PIP_VERSION=26.0.1   # the same pip as scripts/setup.sh
 
 START=$SECONDS
 log() { printf '[setup_airflow %s +%ss] %s\n' "$(date +%H:%M:%S)" "$((SECONDS - START))" "$*"; }
@@ -46,6 +45,8 @@ done
 
 [[ -x "$PROJECT_VENV/bin/python" ]] || die ".venv is missing: run ./scripts/setup.sh first"
 PROJECT_SITE="$("$PROJECT_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+# The same pip as the project's venv: scripts/setup.sh is the one place that pins it.
+PIP_VERSION="$("$PROJECT_VENV/bin/python" -m pip --version | cut -d' ' -f2)"
 
 inputs_hash="$( { cat requirements-airflow.txt scripts/setup_airflow.sh "$PROJECT_VENV/.tablegen-setup-stamp"; echo "$PROJECT_SITE";
                   "$PYTHON" --version 2>&1; } | sha256sum | cut -d' ' -f1)"
