@@ -138,7 +138,7 @@ class TableExample:
         return example
 
     def serialize(self) -> bytes:
-        return self.to_tf_example().SerializeToString()
+        return self.to_tf_example().SerializeToString(deterministic=True)  # same bytes in every process
 
     @classmethod
     def from_tf_example(cls, example: tf.train.Example) -> "TableExample":
@@ -222,7 +222,7 @@ class TextExample:
         return example
 
     def serialize(self) -> bytes:
-        return self.to_tf_example().SerializeToString()
+        return self.to_tf_example().SerializeToString(deterministic=True)  # same bytes in every process
 
     @classmethod
     def parse(cls, serialized: bytes) -> "TextExample":
