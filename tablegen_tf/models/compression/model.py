@@ -59,6 +59,7 @@ class CompressionConfig:
     baseline_hidden: int = 64  # the MLP of the input-dependent baseline b(s)
     asc_weight: float = 1.0  # weight of the ASC bound against eq. 22 in the joint objective (eq. 24: 1)
     prior_run: str = ""  # a `compression-lm` run directory: the prior p(c); "" = no prior (log p(c) = 0)
+    dropout: float = 0.0  # training only, on word embeddings and encoder states (the paper is silent; 8k pairs overfit)
 
 
 def lstm_step(x, state, cell, stop_weights=False):
@@ -106,7 +107,7 @@ class SentenceCompression(GenerationModel):
 
     def __init__(self, word_vocab_size, objective="fsc", word_dim=100, hidden_size=128, attention_size=128,
                  decoding="extractive", kl_weight=0.1, samples=2, baseline_hidden=64, asc_weight=1.0,
-                 prior=None, **kwargs):
+                 prior=None, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -117,6 +118,7 @@ class SentenceCompression(GenerationModel):
         self.kl_weight, self.samples, self.asc_weight = kl_weight, samples, asc_weight
         size = 2 * hidden_size
         self.embedding = keras.layers.Embedding(word_vocab_size, word_dim, name="embedding")
+        self.dropout = keras.layers.Dropout(dropout, name="dropout")
         self.encoder = keras.layers.Bidirectional(  # eq. 1
             keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True, name="lstm"), name="encoder")
         self.end_vector = self.add_weight(shape=(size,), initializer="random_normal", name="end_sentinel")
@@ -165,7 +167,7 @@ class SentenceCompression(GenerationModel):
         prior = load_prior(m.prior_run, vocab_sizes["words"]) if m.prior_run else None
         return cls(vocab_sizes["words"], fixed.get("objective", "fsc"), m.word_dim, m.hidden_size,
                    m.attention_size, m.decoding, m.kl_weight, m.samples, m.baseline_hidden, m.asc_weight,
-                   prior=prior, name="compression")
+                   prior=prior, dropout=m.dropout, name="compression")
 
     # ------------------------------------------------------------------ encoder (eq. 1)
 
@@ -175,8 +177,9 @@ class SentenceCompression(GenerationModel):
         batch, width = tf.shape(ids)[0], tf.shape(ids)[1]
         # one extra masked step: a batch of empty sentences (S = 0) still runs the LSTM
         padded_ids, padded_mask = tf.pad(ids, [[0, 0], [0, 1]]), tf.pad(mask, [[0, 0], [0, 1]])
-        outputs, fh, fc, bh, bc = self.encoder(self.embedding(padded_ids), mask=padded_mask, training=training)
-        outputs = outputs[:, :width]
+        embedded = self.dropout(self.embedding(padded_ids), training=training)
+        outputs, fh, fc, bh, bc = self.encoder(embedded, mask=padded_mask, training=training)
+        outputs = self.dropout(outputs[:, :width], training=training)
         end = tf.tile(self.end_vector[None, None, :], [batch, 1, 1])
         states = tf.concat([outputs * tf.cast(mask, outputs.dtype)[..., None], end], 1)  # [B, S + 1, 2H]
         has_tokens = tf.cast(tf.reduce_any(mask, 1), tf.float32)[:, None]
@@ -238,9 +241,9 @@ class SentenceCompression(GenerationModel):
         previous = tf.where(labelled[:, None], previous, -1)
         return tf.cast(targets, tf.float32), previous, labelled
 
-    def _fsc_token_log_probs(self, batch, memory):
+    def _fsc_token_log_probs(self, batch, memory, training=False):
         """log p(c_j | c_<j, s) of eq. 21 for each target step [B, T], and the labelled flags."""
-        inputs = self.embedding(batch["target_in"])
+        inputs = self.dropout(self.embedding(batch["target_in"]), training=training)
         hc = run_lstm(inputs, (memory["h0"], memory["c0"]), self.compressor)  # eq. 2
         targets, previous, labelled = self._pointer_targets(batch, memory)
         allowed = self._allowed(memory["mask"][:, None, :], previous)
@@ -377,7 +380,7 @@ class SentenceCompression(GenerationModel):
         memory = self.encode(batch, training)
         total = 0.0
         if self.objective in ("fsc", "asc+fsc"):
-            log_p, labelled = self._fsc_token_log_probs(batch, memory)
+            log_p, labelled = self._fsc_token_log_probs(batch, memory, training)
             mask = tf.cast(batch["target_mask"], tf.float32)
             if self.objective == "asc+fsc":  # eq. 22 over the labelled examples only
                 mask = mask * tf.cast(labelled, tf.float32)[:, None]

@@ -144,3 +144,12 @@ def test_token_nll_counts_target_tokens_and_eos():
     nll, count = model.token_nll(toy_batch())
     assert float(count) == 3 + 1 + 2 + 1 + 3 + 1
     assert float(nll) > 0
+
+
+def test_dropout_acts_in_training_only():
+    model = tiny(dropout=0.5)
+    batch = toy_batch()
+    scored = [float(model.compute_loss_from_batch(batch, training=False)) for _ in range(2)]
+    trained = [float(model.compute_loss_from_batch(batch, training=True)) for _ in range(2)]
+    assert scored[0] == scored[1]
+    assert trained[0] != trained[1] and scored[0] not in trained
