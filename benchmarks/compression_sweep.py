@@ -1,6 +1,7 @@
 """Experiment: the Miao & Blunsom 2016 label-size sweep (their Tables 1-3 shape) from trained runs.
 
-Each ``--row MODEL:PAIRS:RUN`` names a run written by `tablegen train` (fsc, asc, asc+fsc).
+Each ``--row MODEL:PAIRS:RUN`` names a run written by `tablegen train` (fsc, asc, asc+fsc;
+an ``asc`` run is scored with its own decoding only: pointer, its beta and t are untrained).
 The script scores its best checkpoint on the valid split of the Google pairs with
 `tablegen evaluate --format compression`, extractively and abstractively (a sibling run
 directory RUN.abs shares the checkpoints; its config sets model.decoding=abstractive),
@@ -83,6 +84,8 @@ def table(rows: list) -> str:
     for row in rows:
         for mode in ("ext", "abs"):
             s = row[mode]
+            if s is None:
+                continue
             ppl = s.get("perplexity")
             lines.append(
                 f"| {row['model']} | {row['pairs']:,} | {row['steps']} ({row['best_step']}) | {mode} | "
@@ -102,7 +105,9 @@ def plot(rows: list, path: str) -> None:
     models = sorted({row["model"] for row in rows})
     for ax, (mode, metric) in zip(axes[:3], (("ext", "token_f1"), ("abs", "token_f1"), ("ext", "rougeL_f"))):
         for model in models:
-            points = sorted((row["pairs"], row[mode][metric]) for row in rows if row["model"] == model)
+            points = sorted((row["pairs"], row[mode][metric]) for row in rows if row["model"] == model and row[mode])
+            if not points:
+                continue
             ax.plot(*zip(*points), marker="o", label=model)
         ax.set_xscale("log")
         ax.set_xlabel("labelled pairs")
@@ -130,11 +135,13 @@ def main() -> None:
     for spec in args.row:
         model, pairs, run = spec.split(":", 2)
         with open(os.path.join(run, "config.json")) as handle:
-            steps = json.load(handle)["train"]["max_steps"]
+            config = json.load(handle)
+        steps = config["train"]["max_steps"]
         ext = scores(run, args.results, "ext")
         best_step = ext["checkpoint"].split("ckpt-")[-1].split()[0] if "ckpt-" in ext["checkpoint"] else "?"
         rows.append({"model": model, "pairs": int(pairs), "run": run, "steps": steps, "best_step": best_step,
-                     "ext": ext, "abs": scores(run, args.results, "abs"), "curve": learning_curve(run)})
+                     "ext": ext, "curve": learning_curve(run),
+                     "abs": None if config["model"]["name"] == "asc" else scores(run, args.results, "abs")})
         print(f"{model} {pairs}: {json.dumps({c: round(ext[c], 4) for c in COLUMNS})}", flush=True)
     with open(os.path.join(args.results, "sweep.json"), "w") as handle:
         json.dump(rows, handle, indent=1)
