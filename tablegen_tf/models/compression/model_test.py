@@ -128,8 +128,9 @@ def test_every_objective_trains_every_variable_it_uses(objective):
     assert (grads["selection_m"] is not None) == (objective != "asc")
 
 
-def test_extractive_decoding_keeps_source_tokens_in_order():
-    model = tiny()
+@pytest.mark.parametrize("decoding", ["extractive", "pointer"])
+def test_extractive_decoding_keeps_source_tokens_in_order(decoding):
+    model = tiny(decoding=decoding)
     batch = toy_batch()
     ids, lengths, _, _ = decode_ids(model, batch, DecodeConfig(beam_size=3, max_length=12))
     for row, length, source_len in zip(ids.numpy(), lengths.numpy(), [6, 6, 4]):
@@ -144,3 +145,37 @@ def test_token_nll_counts_target_tokens_and_eos():
     nll, count = model.token_nll(toy_batch())
     assert float(count) == 3 + 1 + 2 + 1 + 3 + 1
     assert float(nll) > 0
+
+
+def test_dropout_acts_in_training_only():
+    model = tiny(dropout=0.5)
+    batch = toy_batch()
+    scored = [float(model.compute_loss_from_batch(batch, training=False)) for _ in range(2)]
+    trained = [float(model.compute_loss_from_batch(batch, training=True)) for _ in range(2)]
+    assert scored[0] == scored[1]
+    assert trained[0] != trained[1] and scored[0] not in trained
+
+
+def test_extractive_decoding_scores_positions_by_the_eq21_mixture():
+    # a kept position i is worth t alpha_i + (1 - t) beta(s_i), </s> t alpha_end + (1 - t) beta(</s>):
+    # the abstractive step's copy + word probabilities, renormalised over the allowed choices
+    batch = toy_batch()
+    steps, model = {}, tiny()
+    for decoding in ("extractive", "abstractive"):
+        model.decoding = decoding  # the same weights, scored both ways
+        memory = model.encode(batch)
+        state = model.initial_decoding_state(memory)
+        prev = tf.fill([3], BOS_ID)
+        for j, pos in enumerate([0, 2]):  # after copying position 0, positions > 0 remain
+            log_probs, state = model.decoding_step_fn(memory)(prev, j, state)
+            prev = tf.fill([3], V + pos)
+        steps[decoding] = np.exp(log_probs.numpy().astype(np.float64))
+    for b, source_len in enumerate([6, 6, 4]):
+        abstractive = steps["abstractive"][b]
+        source = batch["source_ids"][b]
+        credit = [abstractive[V + i] + abstractive[source[i]] if i > 0 else 0.0 for i in range(source_len)]
+        expected = np.array(credit + [abstractive[EOS_ID]])
+        expected /= expected.sum()
+        got = steps["extractive"][b]
+        np.testing.assert_allclose(np.r_[got[V:V + source_len], got[EOS_ID]], expected, rtol=1e-4, atol=1e-7)
+        assert got.sum() == pytest.approx(1.0, abs=1e-5)
