@@ -21,9 +21,10 @@ from tablegen_tf.reranking import slot_reranker
 def _forbid(step_fn, token_id: int):
     def wrapped(prev_ids, step, state):
         log_probs, state = step_fn(prev_ids, step, state)
-        width = tf.shape(log_probs)[1]
-        banned = tf.one_hot(token_id, width, on_value=NEG_INF, off_value=0.0)
-        return log_probs + banned[None, :], state
+        # One column set to -inf in place (a scatter of N values, not a pass over [N, W]).
+        rows = tf.range(tf.shape(log_probs)[0])
+        column = tf.stack([rows, tf.fill(tf.shape(rows), token_id)], axis=1)
+        return tf.tensor_scatter_nd_update(log_probs, column, tf.fill(tf.shape(rows), NEG_INF)), state
 
     return wrapped
 
@@ -51,8 +52,22 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     beam = int(config.beam_size)
     choose = choose if beam > 1 else None
     memory, state, start, step_fn = search_inputs(model, features, config, tiled=beam > 1 or must_include is not None)
-    if must_include is not None:
-        constraints, continues = must_include if isinstance(must_include, tuple) else (must_include, None)
+
+    def unconstrained():
+        if beam <= 1:
+            return greedy_search(step_fn, start, state, config.max_length, EOS_ID)
+        ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
+                                           length_penalty=config.length_penalty,
+                                           return_all_beams=choose is not None)
+        if choose is not None:
+            ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
+        return ids, lengths, scores
+
+    if must_include is None:
+        return (*unconstrained(), memory)
+    constraints, continues = must_include if isinstance(must_include, tuple) else (must_include, None)
+
+    def constrained():
         ids, lengths, scores, satisfied = constrained_beam_search(
             step_fn, start, state, constraints, beam, config.max_length, EOS_ID,
             length_penalty=config.length_penalty, continues=continues, return_all_beams=choose is not None,
@@ -64,14 +79,13 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
             tf.debugging.assert_equal(tf.reduce_all(satisfied), True, message=(
                 "must_include: no output within max_length contains every constraint "
                 "(raise max_length or beam_size, or drop a constraint)"))
-    elif beam <= 1:
-        ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
-    else:
-        ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
-                                           length_penalty=config.length_penalty,
-                                           return_all_beams=choose is not None)
-        if choose is not None:
-            ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
+        return ids, lengths, scores
+
+    # A batch without any constraint takes the plain search: the same output (constrained
+    # search without constraints is plain beam search, tested), without the constraint
+    # bookkeeping's ops and passes over [B, K, W] at every step.
+    ids, lengths, scores = tf.cond(tf.reduce_any(tf.convert_to_tensor(constraints) >= 0),
+                                   constrained, unconstrained)
     return ids, lengths, scores, memory
 
 

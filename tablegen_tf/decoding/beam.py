@@ -25,7 +25,15 @@ from tablegen_tf.decoding import common
 
 
 class BeamHooks:
-    """Per-beam extension points (constrained search overrides them); defaults = plain."""
+    """Per-beam extension points (constrained search overrides them); defaults = plain.
+
+    ``full_width`` False (plain search): the hooks' log-prob masking and selection are not
+    called; the loop takes each beam's K best continuations first (one top_k per beam row)
+    and ranks only those K*K, which picks exactly what a top_k over all K*W would (the K
+    best of a batch entry hold at most K of any beam, in that beam's order, ties to the
+    lower token id as top_k's). Hooks overriding them set it True."""
+
+    full_width = False
 
     def initial_extra(self, batch_size, beam_size):
         """Extra loop state, nested [B, K, ...]."""
@@ -108,20 +116,17 @@ def run_beam_search(
 
     def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta):
         log_probs, state = step_fn(prev_ids, t, state)  # [N, W]
-        width = tf.shape(log_probs)[-1]
-        log_probs = tf.reshape(tf.cast(log_probs, tf.float32), [batch_size, k, width])
-        log_probs = _only_pad_after_end(hooks.mask_log_probs(log_probs, extra), finished, pad_id)
-        total = cum[..., None] + log_probs  # [B, K, W]
         cand_lengths = lengths + tf.cast(~finished, tf.int32)  # [B, K]
-        key = common.normalise(total, cand_lengths[..., None], length_penalty)
-        key = hooks.selection_key(key, extra, finished)
-        flat, valid = hooks.select(key, extra, finished, k)  # [B, K] in K*W
-        parent, token = flat // width, flat % width  # [B, K]
+        if hooks.full_width:
+            cum, parent, token, valid = _select_full_width(
+                log_probs, cum, finished, cand_lengths, extra, hooks, batch_size, k, length_penalty, pad_id)
+        else:
+            cum, parent, token, valid = _select_per_beam_first(
+                log_probs, cum, finished, cand_lengths, batch_size, k, length_penalty, pad_id)
 
         def by_parent(x):
             return tf.gather(x, parent, batch_dims=1)
 
-        cum = tf.gather(tf.reshape(total, [batch_size, -1]), flat, batch_dims=1)
         cum = tf.where(valid, cum, common.NEG_INF)
         prev_finished = by_parent(finished)
         extra = hooks.update_extra(tf.nest.map_structure(by_parent, extra), token, prev_finished)
@@ -156,6 +161,43 @@ def run_beam_search(
     if return_all_beams:
         return ids, lengths, scores, extra
     return ids[:, 0], lengths[:, 0], scores[:, 0], tf.nest.map_structure(lambda x: x[:, 0], extra)
+
+
+def _select_full_width(log_probs, cum, finished, cand_lengths, extra, hooks, batch_size, k, alpha, pad_id):
+    """The hooks rank all K*W continuations -> (cum, parent, token, valid), [B, K] each."""
+    width = tf.shape(log_probs)[-1]
+    log_probs = tf.reshape(tf.cast(log_probs, tf.float32), [batch_size, k, width])
+    log_probs = _only_pad_after_end(hooks.mask_log_probs(log_probs, extra), finished, pad_id)
+    total = cum[..., None] + log_probs  # [B, K, W]
+    key = common.normalise(total, cand_lengths[..., None], alpha)
+    key = hooks.selection_key(key, extra, finished)
+    flat, valid = hooks.select(key, extra, finished, k)  # [B, K] in K*W
+    cum = tf.gather(tf.reshape(total, [batch_size, -1]), flat, batch_dims=1)
+    return cum, flat // width, flat % width, valid
+
+
+def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k, alpha, pad_id):
+    """Plain search: each beam's K best (top_k per row, the only pass over the width W),
+    then the K best of those K*K per batch entry -> (cum, parent, token, valid), [B, K] each.
+
+    A finished beam's candidates are what top_k gives for its only continuation (pad_id,
+    log-prob 0): pad_id, then the lowest other ids at -inf."""
+    width = tf.shape(log_probs)[-1]
+    per_beam = tf.minimum(k, width)  # top_k needs k <= W (tests use K > W)
+    total = tf.reshape(cum, [-1, 1]) + tf.cast(log_probs, tf.float32)  # [N, W]
+    values, tokens = tf.math.top_k(total, k=per_beam)  # [N, k'], sorted, ties to the lower id
+    others = tf.range(per_beam - 1)
+    pad_tokens = tf.concat([[pad_id], others + tf.cast(others >= pad_id, tf.int32)], 0)  # [k']
+    pad_values = tf.concat([[0.0], tf.fill([per_beam - 1], common.NEG_INF)], 0)
+    done = tf.reshape(finished, [-1, 1])
+    values = tf.where(done, tf.reshape(cum, [-1, 1]) + pad_values[None, :], values)
+    tokens = tf.where(done, pad_tokens[None, :], tokens)
+    values = tf.reshape(values, [batch_size, -1])  # [B, K*k'], beam-major like K*W
+    tokens = tf.reshape(tokens, [batch_size, -1])
+    key = common.normalise(tf.reshape(values, [batch_size, k, per_beam]), cand_lengths[..., None], alpha)
+    _, chosen = tf.math.top_k(tf.reshape(key, [batch_size, -1]), k=k)  # [B, K] in K*k'
+    cum = tf.gather(values, chosen, batch_dims=1)
+    return cum, chosen // per_beam, tf.gather(tokens, chosen, batch_dims=1), tf.ones_like(chosen, tf.bool)
 
 
 def _only_pad_after_end(log_probs, finished, pad_id):

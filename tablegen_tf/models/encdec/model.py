@@ -34,7 +34,7 @@ from typing import ClassVar
 import keras
 import tensorflow as tf
 
-from tablegen_tf.constants import BOS_ID, MASKED_LOGIT, NEG_INF, UNK_ID
+from tablegen_tf.constants import BOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.content_selection import ContentSelectionGate
@@ -372,8 +372,7 @@ class EncDec(GenerationModel):
             h_tilde, context, state = self.decoder.step(
                 inputs, state, memory["memory"], memory["memory_mask"], keys
             )
-            log_probs = self._extended_log_probs(h_tilde, context, inputs, memory, copy_keys, num_records)
-            return tf.where(log_probs <= MASKED_LOGIT / 2, NEG_INF, log_probs), state
+            return self._extended_log_probs(h_tilde, context, inputs, memory, copy_keys, num_records), state
 
         return step_fn
 
@@ -384,7 +383,7 @@ class EncDec(GenerationModel):
     def _extended_log_probs(self, h_tilde, context, inputs, memory, copy_keys, num_records):
         vocab_log_probs = tf.nn.log_softmax(tf.cast(self.output_projection(h_tilde), tf.float32))
         if self.copier is None:
-            return tf.pad(vocab_log_probs, [[0, 0], [0, num_records]], constant_values=MASKED_LOGIT)
+            return tf.pad(vocab_log_probs, [[0, 0], [0, num_records]], constant_values=NEG_INF)
         copy_log_probs, switch_logit = self.copier(
             h_tilde, context, inputs, memory["memory"], memory["memory_mask"], keys=copy_keys
         )
