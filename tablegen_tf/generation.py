@@ -29,16 +29,29 @@ def _forbid(step_fn, token_id: int):
     return wrapped
 
 
-def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool):
+def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool,
+                  with_step_memory: bool = False):
     """-> (memory, initial state [B, ...], start ids [B], step_fn) for a search over the
-    family's contract; ``tiled``: the step function reads memory tiled to beam_size rows."""
+    family's contract; ``tiled``: the step function reads memory tiled to beam_size rows.
+    ``with_step_memory``: also beam_search's ``step_memory`` (None when the family has no
+    ``decoding_memory``)."""
     memory = model.encode(features, training=False)
     state = model.initial_decoding_state(memory)
     batch_size = tf.shape(tf.nest.flatten(state)[0])[0]
     start = tf.fill([batch_size], tf.constant(BOS_ID, tf.int32))
-    step_fn = model.decoding_step_fn(model.tile(memory, int(config.beam_size)) if tiled else memory)
-    step_fn = _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
-    return memory, state, start, step_fn
+
+    def make_step_fn(rows):
+        step_fn = model.decoding_step_fn(rows)
+        return _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
+
+    step_memory = model.decoding_memory(memory) if tiled else None
+    if step_memory is None:
+        step_fn = make_step_fn(model.tile(memory, int(config.beam_size)) if tiled else memory)
+        return (memory, state, start, step_fn, None) if with_step_memory else (memory, state, start, step_fn)
+    step_memory = model.tile(step_memory, int(config.beam_size))
+    step_fn = make_step_fn(step_memory)
+    return (memory, state, start, step_fn, (step_memory, make_step_fn)) if with_step_memory else (
+        memory, state, start, step_fn)
 
 
 def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
@@ -51,14 +64,15 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     the K beams (tablegen_tf.reranking) instead of the best-scored one."""
     beam = int(config.beam_size)
     choose = choose if beam > 1 else None
-    memory, state, start, step_fn = search_inputs(model, features, config, tiled=beam > 1 or must_include is not None)
+    memory, state, start, step_fn, step_memory = search_inputs(
+        model, features, config, tiled=beam > 1 or must_include is not None, with_step_memory=True)
 
     def unconstrained():
         if beam <= 1:
             return greedy_search(step_fn, start, state, config.max_length, EOS_ID)
         ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                            length_penalty=config.length_penalty,
-                                           return_all_beams=choose is not None)
+                                           return_all_beams=choose is not None, step_memory=step_memory)
         if choose is not None:
             ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
         return ids, lengths, scores
@@ -155,12 +169,14 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
     """``decode_ids`` without constraints, keeping all K beams: -> (ids [B, K, T], lengths and
     scores [B, K], chosen [B] int32 (the beam ``decode_text`` returns), memory)."""
     beam = int(config.beam_size)
-    memory, state, start, step_fn = search_inputs(model, features, config, tiled=beam > 1)
+    memory, state, start, step_fn, step_memory = search_inputs(model, features, config, tiled=beam > 1,
+                                                               with_step_memory=True)
     if beam <= 1:
         ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
         return ids[:, None], lengths[:, None], scores[:, None], tf.zeros_like(lengths), memory
     ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
-                                       length_penalty=config.length_penalty, return_all_beams=True)
+                                       length_penalty=config.length_penalty, return_all_beams=True,
+                                       step_memory=step_memory)
     choose = slot_reranker(featurizer, features, config.slot_rerank_weight)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])

@@ -361,10 +361,18 @@ class EncDec(GenerationModel):
 
     # === Step-wise decoding (CONTRACT.md) ===
 
+    def decoding_memory(self, memory):
+        keys = {"decoder_keys": self.decoder.precompute(memory["memory"])}
+        if self.copier is not None:
+            keys["copy_keys"] = self.copier.precompute(memory["memory"])
+        return {**memory, **keys}
+
     def decoding_step_fn(self, memory):
-        """step_fn(prev_ids [N], step, state) -> (log_probs [N, V+R], state); memory leading dim N."""
-        keys = self.decoder.precompute(memory["memory"])
-        copy_keys = self.copier.precompute(memory["memory"]) if self.copier is not None else None
+        """step_fn(prev_ids [N], step, state) -> (log_probs [N, V+R], state); memory leading dim N
+        (with ``decoding_memory``'s keys, or they are computed here)."""
+        memory = memory if "decoder_keys" in memory else self.decoding_memory(memory)
+        keys = memory["decoder_keys"]
+        copy_keys = memory.get("copy_keys")
         num_records = tf.shape(memory["record_value"])[1]
 
         def step_fn(prev_ids, step, state):
