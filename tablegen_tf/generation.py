@@ -21,23 +21,37 @@ from tablegen_tf.reranking import slot_reranker
 def _forbid(step_fn, token_id: int):
     def wrapped(prev_ids, step, state):
         log_probs, state = step_fn(prev_ids, step, state)
-        width = tf.shape(log_probs)[1]
-        banned = tf.one_hot(token_id, width, on_value=NEG_INF, off_value=0.0)
-        return log_probs + banned[None, :], state
+        # One column set to -inf in place (a scatter of N values, not a pass over [N, W]).
+        rows = tf.range(tf.shape(log_probs)[0])
+        column = tf.stack([rows, tf.fill(tf.shape(rows), token_id)], axis=1)
+        return tf.tensor_scatter_nd_update(log_probs, column, tf.fill(tf.shape(rows), NEG_INF)), state
 
     return wrapped
 
 
-def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool):
+def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool,
+                  with_step_memory: bool = False):
     """-> (memory, initial state [B, ...], start ids [B], step_fn) for a search over the
-    family's contract; ``tiled``: the step function reads memory tiled to beam_size rows."""
+    family's contract; ``tiled``: the step function reads memory tiled to beam_size rows.
+    ``with_step_memory``: also beam_search's ``step_memory`` (None when the family has no
+    ``decoding_memory``)."""
     memory = model.encode(features, training=False)
     state = model.initial_decoding_state(memory)
     batch_size = tf.shape(tf.nest.flatten(state)[0])[0]
     start = tf.fill([batch_size], tf.constant(BOS_ID, tf.int32))
-    step_fn = model.decoding_step_fn(model.tile(memory, int(config.beam_size)) if tiled else memory)
-    step_fn = _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
-    return memory, state, start, step_fn
+
+    def make_step_fn(rows):
+        step_fn = model.decoding_step_fn(rows)
+        return _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
+
+    step_memory = model.decoding_memory(memory) if tiled else None
+    if step_memory is None:
+        step_fn = make_step_fn(model.tile(memory, int(config.beam_size)) if tiled else memory)
+        return (memory, state, start, step_fn, None) if with_step_memory else (memory, state, start, step_fn)
+    step_memory = model.tile(step_memory, int(config.beam_size))
+    step_fn = make_step_fn(step_memory)
+    return (memory, state, start, step_fn, (step_memory, make_step_fn)) if with_step_memory else (
+        memory, state, start, step_fn)
 
 
 def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
@@ -50,9 +64,24 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     the K beams (tablegen_tf.reranking) instead of the best-scored one."""
     beam = int(config.beam_size)
     choose = choose if beam > 1 else None
-    memory, state, start, step_fn = search_inputs(model, features, config, tiled=beam > 1 or must_include is not None)
-    if must_include is not None:
-        constraints, continues = must_include if isinstance(must_include, tuple) else (must_include, None)
+    memory, state, start, step_fn, step_memory = search_inputs(
+        model, features, config, tiled=beam > 1 or must_include is not None, with_step_memory=True)
+
+    def unconstrained():
+        if beam <= 1:
+            return greedy_search(step_fn, start, state, config.max_length, EOS_ID)
+        ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
+                                           length_penalty=config.length_penalty,
+                                           return_all_beams=choose is not None, step_memory=step_memory)
+        if choose is not None:
+            ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
+        return ids, lengths, scores
+
+    if must_include is None:
+        return (*unconstrained(), memory)
+    constraints, continues = must_include if isinstance(must_include, tuple) else (must_include, None)
+
+    def constrained():
         ids, lengths, scores, satisfied = constrained_beam_search(
             step_fn, start, state, constraints, beam, config.max_length, EOS_ID,
             length_penalty=config.length_penalty, continues=continues, return_all_beams=choose is not None,
@@ -64,14 +93,13 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
             tf.debugging.assert_equal(tf.reduce_all(satisfied), True, message=(
                 "must_include: no output within max_length contains every constraint "
                 "(raise max_length or beam_size, or drop a constraint)"))
-    elif beam <= 1:
-        ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
-    else:
-        ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
-                                           length_penalty=config.length_penalty,
-                                           return_all_beams=choose is not None)
-        if choose is not None:
-            ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
+        return ids, lengths, scores
+
+    # A batch without any constraint takes the plain search: the same output (constrained
+    # search without constraints is plain beam search, tested), without the constraint
+    # bookkeeping's ops and passes over [B, K, W] at every step.
+    ids, lengths, scores = tf.cond(tf.reduce_any(tf.convert_to_tensor(constraints) >= 0),
+                                   constrained, unconstrained)
     return ids, lengths, scores, memory
 
 
@@ -141,12 +169,14 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
     """``decode_ids`` without constraints, keeping all K beams: -> (ids [B, K, T], lengths and
     scores [B, K], chosen [B] int32 (the beam ``decode_text`` returns), memory)."""
     beam = int(config.beam_size)
-    memory, state, start, step_fn = search_inputs(model, features, config, tiled=beam > 1)
+    memory, state, start, step_fn, step_memory = search_inputs(model, features, config, tiled=beam > 1,
+                                                               with_step_memory=True)
     if beam <= 1:
         ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
         return ids[:, None], lengths[:, None], scores[:, None], tf.zeros_like(lengths), memory
     ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
-                                       length_penalty=config.length_penalty, return_all_beams=True)
+                                       length_penalty=config.length_penalty, return_all_beams=True,
+                                       step_memory=step_memory)
     choose = slot_reranker(featurizer, features, config.slot_rerank_weight)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])

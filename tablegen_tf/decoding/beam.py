@@ -25,7 +25,15 @@ from tablegen_tf.decoding import common
 
 
 class BeamHooks:
-    """Per-beam extension points (constrained search overrides them); defaults = plain."""
+    """Per-beam extension points (constrained search overrides them); defaults = plain.
+
+    ``full_width`` False (plain search): the hooks' log-prob masking and selection are not
+    called; the loop takes each beam's K best continuations first (one top_k per beam row)
+    and ranks only those K*K, which picks exactly what a top_k over all K*W would (the K
+    best of a batch entry hold at most K of any beam, in that beam's order, ties to the
+    lower token id as top_k's). Hooks overriding them set it True."""
+
+    full_width = False
 
     def initial_extra(self, batch_size, beam_size):
         """Extra loop state, nested [B, K, ...]."""
@@ -61,6 +69,7 @@ def beam_search(
     length_penalty=0.0,
     return_all_beams: bool = False,
     pad_id: int = 0,
+    step_memory=None,
 ):
     """Beam search over ``step_fn(prev_ids [N], step, state) -> (log_probs [N, W], state)``.
 
@@ -69,6 +78,11 @@ def beam_search(
       beam_size: Python int K.  max_length: int or int32 scalar tensor.
       length_penalty: GNMT alpha, ranking uses sum_logp / ((5 + len) / 6) ** alpha.
       return_all_beams: return every beam, best first, instead of the best one.
+      step_memory: optional (memory, make_step_fn): ``memory`` nested [N, ...] and
+        ``make_step_fn(rows of memory)`` the step function over those rows (``step_fn`` is
+        ``make_step_fn(memory)``). Then a batch entry whose search is over (what stops the
+        loop, for that entry) leaves the batch: the step function runs on the other
+        entries' rows only. The same output, except the tokens of dead beams.
 
     Returns:
       ids [B, T] (or [B, K, T]) int32, positions after the end padded with pad_id;
@@ -80,13 +94,13 @@ def beam_search(
     return run_beam_search(
         step_fn, start_ids, initial_state, beam_size, max_length, end_id,
         length_penalty, return_all_beams, pad_id, BeamHooks(),
-        stop_when_best_is_final=not return_all_beams,
+        stop_when_best_is_final=not return_all_beams, step_memory=step_memory,
     )[:3]
 
 
 def run_beam_search(
     step_fn, start_ids, initial_state, beam_size, max_length, end_id,
-    length_penalty, return_all_beams, pad_id, hooks, stop_when_best_is_final=False,
+    length_penalty, return_all_beams, pad_id, hooks, stop_when_best_is_final=False, step_memory=None,
 ):
     """Shared loop; returns (ids, lengths, scores, extra) with extra nested [B, K, ...].
 
@@ -98,38 +112,58 @@ def run_beam_search(
     max_length = tf.convert_to_tensor(max_length, tf.int32)
     batch_size = tf.shape(start_ids)[0]
     k = beam_size
+    compact = step_memory is not None and not hooks.full_width
+    penalties = common.penalty_table(max_length, length_penalty)
+    memory, make_step_fn = step_memory if compact else ((), None)
 
-    def cond(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta):
+    def entry_done(cum, finished):
+        """[B]: the search of this batch entry is over."""
         done = finished | tf.equal(cum, common.NEG_INF)  # dead beams never finish
         if prune:
             best_final = tf.reduce_max(tf.where(finished, cum, common.NEG_INF), axis=1, keepdims=True)
             done |= cum < best_final
-        return (t < max_length) & ~tf.reduce_all(done)
+        return tf.reduce_all(done, axis=1)
 
-    def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta):
-        log_probs, state = step_fn(prev_ids, t, state)  # [N, W]
-        width = tf.shape(log_probs)[-1]
-        log_probs = tf.reshape(tf.cast(log_probs, tf.float32), [batch_size, k, width])
-        log_probs = _only_pad_after_end(hooks.mask_log_probs(log_probs, extra), finished, pad_id)
-        total = cum[..., None] + log_probs  # [B, K, W]
+    def cond(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
+        return (t < max_length) & ~tf.reduce_all(entry_done(cum, finished))
+
+    def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
         cand_lengths = lengths + tf.cast(~finished, tf.int32)  # [B, K]
-        key = common.normalise(total, cand_lengths[..., None], length_penalty)
-        key = hooks.selection_key(key, extra, finished)
-        flat, valid = hooks.select(key, extra, finished, k)  # [B, K] in K*W
-        parent, token = flat // width, flat % width  # [B, K]
+        if compact:
+            # prev_ids, state and memory hold the rows of the live entries only; the
+            # others keep their beams (parent = itself, token pad_id).
+            log_probs, state = make_step_fn(memory)(prev_ids, t, state)  # [A*K, W]
+            rows = live[:, None]
+            live_cum, live_parent, live_token, _ = _select_per_beam_first(
+                log_probs, tf.gather(cum, live), tf.gather(finished, live), tf.gather(cand_lengths, live),
+                tf.shape(live)[0], k, length_penalty, penalties, pad_id)
+            parent = tf.tensor_scatter_nd_update(tf.tile(tf.range(k)[None, :], [batch_size, 1]), rows, live_parent)
+            token = tf.tensor_scatter_nd_update(tf.fill([batch_size, k], pad_id), rows, live_token)
+            cum, valid = tf.tensor_scatter_nd_update(cum, rows, live_cum), tf.ones_like(token, tf.bool)
+        elif hooks.full_width:
+            log_probs, state = step_fn(prev_ids, t, state)  # [N, W]
+            cum, parent, token, valid = _select_full_width(
+                log_probs, cum, finished, cand_lengths, extra, hooks, batch_size, k, length_penalty, penalties, pad_id)
+        else:
+            log_probs, state = step_fn(prev_ids, t, state)  # [N, W]
+            cum, parent, token, valid = _select_per_beam_first(
+                log_probs, cum, finished, cand_lengths, batch_size, k, length_penalty, penalties, pad_id)
 
         def by_parent(x):
             return tf.gather(x, parent, batch_dims=1)
 
-        cum = tf.gather(tf.reshape(total, [batch_size, -1]), flat, batch_dims=1)
         cum = tf.where(valid, cum, common.NEG_INF)
         prev_finished = by_parent(finished)
         extra = hooks.update_extra(tf.nest.map_structure(by_parent, extra), token, prev_finished)
         finished = prev_finished | tf.equal(token, end_id)
-        state = common.gather_beams(state, parent, k)
+        if compact:
+            prev_ids, state, live, memory = _leave_batch(
+                live, memory, state, live_parent, live_token, entry_done(cum, finished), k)
+        else:
+            prev_ids, state = tf.reshape(token, [-1]), common.gather_beams(state, parent, k)
         return (
-            t + 1, tf.reshape(token, [-1]), state, cum, finished, by_parent(cand_lengths),
-            extra, ids_ta.write(t, token), parents_ta.write(t, parent),
+            t + 1, prev_ids, state, cum, finished, by_parent(cand_lengths),
+            extra, ids_ta.write(t, token), parents_ta.write(t, parent), live, memory,
         )
 
     # Only beam 0 alive at the start: the first top_k then picks K distinct tokens.
@@ -144,8 +178,10 @@ def run_beam_search(
         hooks.initial_extra(batch_size, k),
         _time_array(),
         _time_array(),
+        tf.range(batch_size),  # live batch entries (compact search)
+        memory,
     )
-    _, _, _, cum, _, lengths, extra, ids_ta, parents_ta = tf.while_loop(
+    _, _, _, cum, _, lengths, extra, ids_ta, parents_ta, _, _ = tf.while_loop(
         cond, body, loop_vars,
         shape_invariants=common.loop_invariants(loop_vars),
         maximum_iterations=max_length,
@@ -156,6 +192,56 @@ def run_beam_search(
     if return_all_beams:
         return ids, lengths, scores, extra
     return ids[:, 0], lengths[:, 0], scores[:, 0], tf.nest.map_structure(lambda x: x[:, 0], extra)
+
+
+def _select_full_width(log_probs, cum, finished, cand_lengths, extra, hooks, batch_size, k, alpha, penalties, pad_id):
+    """The hooks rank all K*W continuations -> (cum, parent, token, valid), [B, K] each."""
+    width = tf.shape(log_probs)[-1]
+    log_probs = tf.reshape(tf.cast(log_probs, tf.float32), [batch_size, k, width])
+    log_probs = _only_pad_after_end(hooks.mask_log_probs(log_probs, extra), finished, pad_id)
+    total = cum[..., None] + log_probs  # [B, K, W]
+    key = common.normalise(total, cand_lengths[..., None], alpha, penalties)
+    key = hooks.selection_key(key, extra, finished)
+    flat, valid = hooks.select(key, extra, finished, k)  # [B, K] in K*W
+    cum = tf.gather(tf.reshape(total, [batch_size, -1]), flat, batch_dims=1)
+    return cum, flat // width, flat % width, valid
+
+
+def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k, alpha, penalties, pad_id):
+    """Plain search: each beam's K best (top_k per row, the only pass over the width W),
+    then the K best of those K*K per batch entry -> (cum, parent, token, valid), [B, K] each.
+
+    A finished beam's candidates are what top_k gives for its only continuation (pad_id,
+    log-prob 0): pad_id, then the lowest other ids at -inf."""
+    width = tf.shape(log_probs)[-1]
+    per_beam = tf.minimum(k, width)  # top_k needs k <= W (tests use K > W)
+    total = tf.reshape(cum, [-1, 1]) + tf.cast(log_probs, tf.float32)  # [N, W]
+    values, tokens = tf.math.top_k(total, k=per_beam)  # [N, k'], sorted, ties to the lower id
+    others = tf.range(per_beam - 1)
+    pad_tokens = tf.concat([[pad_id], others + tf.cast(others >= pad_id, tf.int32)], 0)  # [k']
+    pad_values = tf.concat([[0.0], tf.fill([per_beam - 1], common.NEG_INF)], 0)
+    done = tf.reshape(finished, [-1, 1])
+    values = tf.where(done, tf.reshape(cum, [-1, 1]) + pad_values[None, :], values)
+    tokens = tf.where(done, pad_tokens[None, :], tokens)
+    values = tf.reshape(values, [batch_size, -1])  # [B, K*k'], beam-major like K*W
+    tokens = tf.reshape(tokens, [batch_size, -1])
+    key = common.normalise(tf.reshape(values, [batch_size, k, per_beam]), cand_lengths[..., None], alpha, penalties)
+    _, chosen = tf.math.top_k(tf.reshape(key, [batch_size, -1]), k=k)  # [B, K] in K*k'
+    cum = tf.gather(values, chosen, batch_dims=1)
+    return cum, chosen // per_beam, tf.gather(tokens, chosen, batch_dims=1), tf.ones_like(chosen, tf.bool)
+
+
+def _leave_batch(live, memory, state, parent, token, done, k):
+    """Rows of the entries still searching: (prev_ids, state reordered by parent, live,
+    memory), from the live entries' parent and token [A, K] and ``done`` [B]."""
+    keep = tf.cast(tf.where(~tf.gather(done, live))[:, 0], tf.int32)  # [A'] into live
+    rows = tf.reshape(keep[:, None] * k + tf.gather(parent, keep), [-1])  # [A' * K] into A * K
+    state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
+    everyone = tf.equal(tf.size(keep), tf.size(live))
+    beams = tf.reshape(keep[:, None] * k + tf.range(k)[None, :], [-1])
+    memory = tf.cond(everyone, lambda: memory,
+                     lambda: tf.nest.map_structure(lambda x: tf.gather(x, beams), memory))
+    return tf.reshape(tf.gather(token, keep), [-1]), state, tf.gather(live, keep), memory
 
 
 def _only_pad_after_end(log_probs, finished, pad_id):

@@ -231,3 +231,46 @@ def test_best_only_stops_when_the_best_is_final():
     assert hypothesis(ids[0], lengths[0]) == (END,) and ids.shape[-1] == 1
     all_ids, _, _ = run(3, table, [START], 40, all_beams=True)
     assert all_ids.shape[-1] == 40  # running on: the looping beams never finish
+
+
+class PerEntryMarkov:
+    """A Markov model per batch entry: memory {"table": [N] index into tables [E, V, V, W]}."""
+
+    def __init__(self, tables):
+        self.tables = tf.convert_to_tensor(tables, tf.float32)
+
+    def step_fn_for(self, memory):
+        def step_fn(prev_ids, step, state):
+            index = tf.stack([memory["table"], state["older"], prev_ids], axis=-1)
+            return tf.gather_nd(self.tables, index), {"older": prev_ids}
+
+        return step_fn
+
+
+@pytest.mark.parametrize("all_beams", [True, False])
+@pytest.mark.parametrize("alpha", [0.0, 0.8])
+def test_finished_entries_leaving_the_batch_change_nothing(all_beams, alpha):
+    # step_memory: entries whose search is over leave the batch (the step function runs on
+    # the others' rows only); every output must equal the search that keeps them.
+    tables = []
+    for seed, end in zip(range(5), (0.05, 0.2, 0.4, 0.6, 0.02)):
+        table = random_table(seed, vocab=8, peak=1.0)
+        table[:, :, END] = np.log(end)  # entries finish after different numbers of steps
+        tables.append(table)
+    model = PerEntryMarkov(np.stack(tables))
+    starts = tf.constant([START, 4, 5, 6, START])
+
+    @tf.function
+    def both():
+        k = 3
+        memory = {"table": tf.repeat(tf.range(5), k)}  # tiled to B*K rows
+        state = {"older": starts}
+        step_fn = model.step_fn_for(memory)
+        kept = beam_search(step_fn, starts, state, k, 25, END, alpha, all_beams)
+        left = beam_search(step_fn, starts, state, k, 25, END, alpha, all_beams,
+                           step_memory=(memory, model.step_fn_for))
+        return kept, left
+
+    kept, left = both()
+    for a, b in zip(kept, left):
+        np.testing.assert_array_equal(a, b)

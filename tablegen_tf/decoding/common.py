@@ -34,11 +34,21 @@ def length_penalty(lengths, alpha):
     return tf.pow((5.0 + lengths) / 6.0, tf.cast(alpha, tf.float32))
 
 
-def normalise(log_probs, lengths, alpha):
-    """log_probs / length_penalty(lengths); skipped for a Python alpha of 0 (exactness)."""
+def normalise(log_probs, lengths, alpha, penalties=None):
+    """log_probs / length_penalty(lengths); skipped for a Python alpha of 0 (exactness).
+    ``penalties``: length_penalty of 0, 1, ... precomputed (penalty_table)."""
     if isinstance(alpha, (int, float)) and alpha == 0:
         return log_probs
-    return log_probs / length_penalty(lengths, alpha)
+    return log_probs / (length_penalty(lengths, alpha) if penalties is None else tf.gather(penalties, lengths))
+
+
+def penalty_table(max_length, alpha):
+    """length_penalty of lengths 0 .. max_length + 1, once per search: a hypothesis' key
+    then does not depend on where its row sits in the batch (tf.pow of a row may differ in
+    the last bit between vectorised and scalar code paths); None for a Python alpha of 0."""
+    if isinstance(alpha, (int, float)) and alpha == 0:
+        return None
+    return length_penalty(tf.range(max_length + 2), alpha)
 
 
 def relaxed_shape(x) -> tf.TensorShape:

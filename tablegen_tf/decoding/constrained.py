@@ -39,6 +39,8 @@ _LAST = 1e30  # selection key of candidates that must not be chosen
 class _DynamicBeamAllocation(beam.BeamHooks):
     """Extra beam state: (met [B, K, C] bool (pad slots count as met), progress [B, K])."""
 
+    full_width = True  # the constraint candidates are any token of any beam
+
     def __init__(self, constraints, continues, end_id: int):
         self.constraints = constraints  # [B, C]
         pad = constraints < 0

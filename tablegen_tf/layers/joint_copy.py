@@ -26,7 +26,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from tablegen_tf.constants import MASKED_LOGIT, UNK_ID
+from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.layers.attention import make_attention
 
 
@@ -106,20 +106,31 @@ def extended_log_probs(vocab_log_probs, switch_logit, copy_probs, memory_value, 
     vocab_log_probs [N,V], switch_logit [N], copy_probs [N,M] over memory items,
     memory_value [N,M] word ids of the items' values, memory_record [N,M] record
     index of each item (identity for record memories, plan -> record for NCP).
-    Copy mass of in-vocabulary values is folded into their vocab ids (a segment
-    sum, no [N,M,V] one-hot); items with <unk>/<pad> values go to slot V + record.
+    Copy mass of in-vocabulary values is folded into their vocab ids; items with
+    <unk>/<pad> values go to slot V + record; a slot without probability mass is -inf.
+
+    Decoding runs this every step on N = batch x beam rows, so only the generation path
+    touches all V + R columns (one add and a pad); the copy path works on the M item
+    slots and is scattered in (the same sums and logaddexp as a dense [N, V + R] copy
+    distribution would give: items sharing a slot are summed in item order).
     """
     vocab_log_probs, switch_logit, copy_probs = (
         tf.cast(x, tf.float32) for x in (vocab_log_probs, switch_logit, copy_probs))
-    vocab_size = tf.shape(vocab_log_probs)[1]
-    slot = tf.where(memory_value > UNK_ID, memory_value, vocab_size + memory_record)
-    folded = scatter_rows(copy_probs, slot, vocab_size + num_records)
-    log_folded = tf.where(folded > 0, tf.math.log(tf.maximum(folded, 1e-30)), MASKED_LOGIT)
-    padded_vocab = tf.pad(vocab_log_probs, [[0, 0], [0, num_records]], constant_values=MASKED_LOGIT)
-    return _logaddexp(
-        tf.math.log_sigmoid(switch_logit)[:, None] + padded_vocab,
-        tf.math.log_sigmoid(-switch_logit)[:, None] + log_folded,
-    )
+    rows, items = tf.shape(copy_probs)[0], tf.shape(copy_probs)[1]
+    slot = tf.where(memory_value > UNK_ID, memory_value, tf.shape(vocab_log_probs)[1] + memory_record)  # [N, M]
+    # Copy mass per slot: the segment of an item is the first item of its row with its slot.
+    first = tf.argmax(tf.cast(tf.equal(slot[:, :, None], slot[:, None, :]), tf.int32), axis=-1,
+                      output_type=slot.dtype)  # [N, M]
+    segments = first + tf.range(rows, dtype=slot.dtype)[:, None] * tf.cast(items, slot.dtype)
+    folded = tf.gather(tf.math.unsorted_segment_sum(tf.reshape(copy_probs, [-1]), tf.reshape(segments, [-1]),
+                                                    rows * items), segments)  # [N, M]
+    generated = tf.pad(tf.math.log_sigmoid(switch_logit)[:, None] + vocab_log_probs, [[0, 0], [0, num_records]],
+                       constant_values=NEG_INF)  # [N, V + R]
+    generated_at_slot = tf.gather(generated, slot, batch_dims=1)
+    copied = tf.math.log_sigmoid(-switch_logit)[:, None] + tf.math.log(tf.maximum(folded, 1e-30))
+    joint = tf.where(folded > 0, _logaddexp(generated_at_slot, copied), generated_at_slot)
+    row = tf.broadcast_to(tf.range(rows, dtype=slot.dtype)[:, None], tf.shape(slot))
+    return tf.tensor_scatter_nd_update(generated, tf.stack([row, slot], axis=-1), joint)
 
 
 def scatter_rows(values, columns, width):

@@ -66,6 +66,13 @@ class GenerationModel(keras.Model):
     def tile(self, memory, multiplier):
         return tile_batch(memory, multiplier)
 
+    def decoding_memory(self, memory):
+        """Optional: ``memory`` plus what ``decoding_step_fn`` precomputes from it (e.g.
+        attention keys), so that building the step function of any rows of it costs no
+        compute; beam search then lets finished batch entries leave the batch. None: the
+        family does not support it."""
+        return None
+
     def planned(self, memory) -> tf.Tensor:
         """The plan a two-stage model decoded in ``encode`` ([B, P], -1 padded)."""
         raise NotImplementedError

@@ -34,7 +34,7 @@ from typing import ClassVar
 import keras
 import tensorflow as tf
 
-from tablegen_tf.constants import BOS_ID, MASKED_LOGIT, NEG_INF, UNK_ID
+from tablegen_tf.constants import BOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.content_selection import ContentSelectionGate
@@ -361,10 +361,18 @@ class EncDec(GenerationModel):
 
     # === Step-wise decoding (CONTRACT.md) ===
 
+    def decoding_memory(self, memory):
+        keys = {"decoder_keys": self.decoder.precompute(memory["memory"])}
+        if self.copier is not None:
+            keys["copy_keys"] = self.copier.precompute(memory["memory"])
+        return {**memory, **keys}
+
     def decoding_step_fn(self, memory):
-        """step_fn(prev_ids [N], step, state) -> (log_probs [N, V+R], state); memory leading dim N."""
-        keys = self.decoder.precompute(memory["memory"])
-        copy_keys = self.copier.precompute(memory["memory"]) if self.copier is not None else None
+        """step_fn(prev_ids [N], step, state) -> (log_probs [N, V+R], state); memory leading dim N
+        (with ``decoding_memory``'s keys, or they are computed here)."""
+        memory = memory if "decoder_keys" in memory else self.decoding_memory(memory)
+        keys = memory["decoder_keys"]
+        copy_keys = memory.get("copy_keys")
         num_records = tf.shape(memory["record_value"])[1]
 
         def step_fn(prev_ids, step, state):
@@ -372,8 +380,7 @@ class EncDec(GenerationModel):
             h_tilde, context, state = self.decoder.step(
                 inputs, state, memory["memory"], memory["memory_mask"], keys
             )
-            log_probs = self._extended_log_probs(h_tilde, context, inputs, memory, copy_keys, num_records)
-            return tf.where(log_probs <= MASKED_LOGIT / 2, NEG_INF, log_probs), state
+            return self._extended_log_probs(h_tilde, context, inputs, memory, copy_keys, num_records), state
 
         return step_fn
 
@@ -384,7 +391,7 @@ class EncDec(GenerationModel):
     def _extended_log_probs(self, h_tilde, context, inputs, memory, copy_keys, num_records):
         vocab_log_probs = tf.nn.log_softmax(tf.cast(self.output_projection(h_tilde), tf.float32))
         if self.copier is None:
-            return tf.pad(vocab_log_probs, [[0, 0], [0, num_records]], constant_values=MASKED_LOGIT)
+            return tf.pad(vocab_log_probs, [[0, 0], [0, num_records]], constant_values=NEG_INF)
         copy_log_probs, switch_logit = self.copier(
             h_tilde, context, inputs, memory["memory"], memory["memory_mask"], keys=copy_keys
         )

@@ -1,0 +1,104 @@
+"""Profile: where the exported SavedModel's beam-5 decoding spends its time, per op.
+
+Traces a few calls of a SavedModel signature on E2E dev tables with the TensorFlow
+profiler (``tf.profiler.experimental``: the trace TensorBoard's profile plugin shows,
+written under --logdir) and prints, from its host plane, the top op types and nodes by
+total run time (loop iterations included), the number of op runs per call and the wall
+time of traced and untraced calls.
+
+    .venv/bin/python benchmarks/decode_profile.py --saved-model DIR              # generate, beam 5, batch 64
+    .venv/bin/python benchmarks/decode_profile.py --saved-model DIR --batch 1    # one table
+"""
+
+import argparse
+import collections
+import glob
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+
+def op_events(xplane_path):
+    """-> [(op type, node name, microseconds)] of every TF op the trace's host plane holds."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    with open(xplane_path, "rb") as handle:
+        space.ParseFromString(handle.read())
+    out = []
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                node, _, op = name.rpartition(":")  # TF op events are "node/name:OpType"
+                if node and op and "::" not in name:
+                    out.append((op, node, event.duration_ps / 1e6))
+    return out
+
+
+def signature_call(saved_model: str, signature: str, beam: int):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the ops the SavedModel uses)
+
+    fn = tf.saved_model.load(saved_model).signatures[signature]
+    if signature == "generate":
+        return lambda batch: fn(tables=tf.constant(batch), beam_size=tf.constant(beam), max_length=tf.constant(80),
+                                must_include=tf.zeros([len(batch), 0], tf.string))
+    return lambda batch: fn(tables=tf.constant(batch))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--saved-model", required=True)
+    parser.add_argument("--signature", default="generate", choices=("generate", "serving_default", "explain"))
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=3, help="traced calls (one batch each)")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--logdir", default=None, help="keep the trace here (TensorBoard --logdir)")
+    args = parser.parse_args()
+    import tensorflow as tf
+
+    from decode_speed import e2e_tables
+
+    tables = e2e_tables(args.batch * args.calls)
+    batches = [tables[i:i + args.batch] for i in range(0, len(tables), args.batch)]
+    run = signature_call(args.saved_model, args.signature, args.beam)
+    run(batches[0])  # warm-up (tracing)
+    start = time.perf_counter()
+    for batch in batches:
+        run(batch)
+    untraced = (time.perf_counter() - start) / len(batches)
+    logdir = args.logdir or tempfile.mkdtemp(prefix="decode-profile-")
+    tf.profiler.experimental.start(logdir)
+    start = time.perf_counter()
+    for batch in batches:
+        run(batch)
+    traced = (time.perf_counter() - start) / len(batches)
+    tf.profiler.experimental.stop()
+    events = op_events(sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1])
+    by_op, by_node, runs = collections.Counter(), collections.Counter(), collections.Counter()
+    for op, node, micros in events:
+        by_op[op] += micros
+        by_node[node] += micros
+        runs[op] += 1
+    total, n = sum(by_op.values()), len(batches)
+    print(f"{args.signature}, beam {args.beam}, {n} calls of {args.batch} tables: {1000 * untraced:.0f} ms/call "
+          f"untraced, {1000 * traced:.0f} traced; op time {total / 1000 / n:.0f} ms/call over "
+          f"{sum(runs.values()) // n:,} op runs/call (trace: {logdir})")
+    print(f"\n{'op type':34}{'ms/call':>9}{'share':>8}{'runs/call':>11}")
+    for op, micros in by_op.most_common(args.top):
+        print(f"{op:34}{micros / 1000 / n:9.1f}{100 * micros / total:7.1f}%{runs[op] // n:11,}")
+    print(f"\n{'node':90}{'ms/call':>9}{'share':>8}")
+    for node, micros in by_node.most_common(args.top):
+        print(f"{node[-90:]:90}{micros / 1000 / n:9.1f}{100 * micros / total:7.1f}%")
+
+
+if __name__ == "__main__":
+    main()
