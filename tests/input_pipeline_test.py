@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from beam_jobs import prepare
+from tablegen_tf import schema
 from tablegen_tf.data import input_pipeline as ip
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
@@ -73,19 +74,27 @@ def _other_wire_form(record: bytes) -> bytes:
     return b"".join(parts)
 
 
-def _rewritten_as_another_run(prepared, directory):
-    """The same examples in other bytes, in other files, in the reverse order (as another
-    multi-worker Beam run writes them)."""
+def _copies(prepared, copies=16):
+    """The fixture's examples repeated under distinct ids: enough examples that two
+    unsorted file orders give other seeded batches with certainty (3 did not)."""
     records = [r.numpy() for r in tf.data.TFRecordDataset(ip.list_files(prepared), compression_type="GZIP")]
-    rewritten = [_other_wire_form(record) for record in records[::-1]]
-    assert rewritten[0] != records[-1]
-    assert tf.train.Example.FromString(rewritten[0]) == tf.train.Example.FromString(records[-1])
+    out = []
+    for copy in range(copies):
+        for record in records:
+            example = tf.train.Example.FromString(record)
+            ids = example.features.feature[schema.EXAMPLE_ID].bytes_list.value
+            ids[0] = ids[0] + b":copy%d" % copy
+            out.append(example.SerializeToString(deterministic=True))
+    return out
+
+
+def _write_run(directory, records, shards):
     os.makedirs(directory)
-    half = len(rewritten) // 2
-    for shard, part in enumerate((rewritten[:half], rewritten[half:])):
-        with tf.io.TFRecordWriter(os.path.join(directory, f"examples-{shard:05d}-of-00002.tfrecord.gz"),
-                                  options="GZIP") as writer:
-            for record in part:
+    size = -(-len(records) // shards)
+    for shard in range(shards):
+        name = f"examples-{shard:05d}-of-{shards:05d}.tfrecord.gz"
+        with tf.io.TFRecordWriter(os.path.join(directory, name), options="GZIP") as writer:
+            for record in records[shard * size:(shard + 1) * size]:
                 writer.write(record)
     return str(directory)
 
@@ -95,14 +104,20 @@ def test_small_training_sets_come_in_the_same_seeded_order_whatever_the_run_wrot
     in-memory bound the seeded batches depend on the examples' content only (the same model
     from the same data); beyond it the files' order counts (streamed, not sorted)."""
     vocabs = ip.Vocabularies.load(os.path.join(prepared, "vocab"))
-    other_run = _rewritten_as_another_run(prepared, tmp_path / "other_run")
+    records = _copies(prepared)
+    # Another multi-worker Beam run: the same examples in other bytes, other files, reverse order.
+    rewritten = [_other_wire_form(record) for record in records[::-1]]
+    assert rewritten[0] != records[-1]
+    assert tf.train.Example.FromString(rewritten[0]) == tf.train.Example.FromString(records[-1])
+    one_run = _write_run(tmp_path / "one_run", records, shards=1)
+    other_run = _write_run(tmp_path / "other_run", rewritten, shards=2)
 
     def order(directory, cache_max_mb):
         config = ip.InputConfig(batch_size=4, shuffle_buffer=50, cache_max_mb=cache_max_mb)
         dataset = ip.make_dataset(directory, vocabs, config, training=True, seed=3).repeat(2)
         return [tuple(batch["example_id"].numpy()) for batch in dataset]
 
-    assert order(prepared, 16) == order(other_run, 16) == order(prepared, 16)
-    assert len(set(order(prepared, 16))) > 1
-    assert order(prepared, 0) != order(other_run, 0)  # so the check above can fail
-    assert ip._fits_cache(ip.list_files(prepared), 16) and not ip._fits_cache(ip.list_files(prepared), 0)
+    assert order(one_run, 16) == order(other_run, 16) == order(one_run, 16)
+    assert len(set(order(one_run, 16))) > 1
+    assert order(one_run, 0) != order(other_run, 0)  # so the check above can fail
+    assert ip._fits_cache(ip.list_files(one_run), 16) and not ip._fits_cache(ip.list_files(one_run), 0)
