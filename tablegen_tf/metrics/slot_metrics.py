@@ -187,6 +187,25 @@ def align(slots: Dict[str, str], text: str) -> SlotAlignment:
     return result
 
 
+def realised_positions(slots: Dict[str, str], text: str) -> Dict[str, int]:
+    """{attribute: offset of its first realisation in the normalised text} for the slots that
+    :func:`align` counts as realised: the order in which a text mentions its table's values
+    (including paraphrased ones such as familyFriendly "yes" = "kid friendly")."""
+    text = normalise(text)
+    positions: Dict[str, int] = {}
+    for attribute in NAME_ATTRIBUTES:
+        found = re.search(name_pattern(slots[attribute]), text) if attribute in slots else None
+        if found:
+            positions[attribute] = found.start()
+    for name in sorted((normalise(slots[a]) for a in NAME_ATTRIBUTES if a in slots), key=len, reverse=True):
+        text = re.sub(name_pattern(name), lambda match: " " * len(match.group()), text)  # offsets kept
+    for attribute in CLASS_PATTERNS:
+        expected = value_class(attribute, slots[attribute]) if attribute in slots else None
+        if expected is not None and expected in _classes_said(attribute, text):
+            positions[attribute] = _COMPILED[attribute][expected].search(text).start()
+    return positions
+
+
 def is_e2e_table(slots: Dict[str, str]) -> bool:
     known = set(CLASS_PATTERNS) | set(NAME_ATTRIBUTES)
     return bool(slots) and set(slots) <= known

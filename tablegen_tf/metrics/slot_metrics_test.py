@@ -83,3 +83,12 @@ def test_tokenized_record_values_find_their_class(tokens, text):
     """evaluate and the SavedModel see record tokens, not the raw MR value."""
     slots = sm.table_slots(["priceRange"] * len(tokens), tokens)
     assert sm.align(slots, text).errors == 0
+
+
+def test_realised_positions_give_the_order_of_mention():
+    text = "Near Burger King, the family-friendly The Eagle serves Italian food; not cheap: £20-25."
+    positions = sm.realised_positions(TABLE, text)
+    assert sorted(positions, key=positions.get) == ["near", "familyfriendly", "name", "food", "pricerange"]
+    assert "eattype" not in positions  # not said
+    assert sm.realised_positions({"name": "Cotto", "familyfriendly": "yes"}, "Cotto is not kid friendly.") == {
+        "name": 0}  # "no" said: familyFriendly yes is not realised

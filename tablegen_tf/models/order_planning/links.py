@@ -1,0 +1,113 @@
+"""The learnt link matrix L read as field transitions, beside the references' field orders.
+
+Convention (eq. 8-9, ``LinkAttention``): L[f_j, f_i] scores moving from field f_j (attended
+at t-1, the row) to field f_i (at t, the column).  The paper's prose says the opposite
+("how likely the field f_j is mentioned after the field f_i"); its equation decides.
+
+A reference *order* is the list of a table's fields in the order a text mentions them
+(each field once).  Transitions of an order are its consecutive pairs, so they never
+include a self-transition; L's diagonal (staying on a multi-word value, or on the last
+field during function words) is therefore left out of every comparison here.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Dict, List, Mapping, Sequence
+
+import numpy as np
+
+Transitions = Mapping[tuple, int]  # (from field, to field) -> count
+
+
+def count_transitions(orders: Sequence[Sequence[str]]) -> collections.Counter:
+    return collections.Counter(pair for order in orders for pair in zip(order, order[1:]))
+
+
+def rank_correlation(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rho (average ranks for ties); nan when either side is constant."""
+    ranks = [_ranks(np.asarray(x, np.float64)) for x in (a, b)]
+    if min(np.std(r) for r in ranks) == 0:
+        return float("nan")
+    return float(np.corrcoef(*ranks)[0, 1])
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values))
+    ranks[order] = np.arange(len(values), dtype=np.float64)
+    for value in np.unique(values):  # ties share their mean rank
+        ranks[values == value] = ranks[values == value].mean()
+    return ranks
+
+
+@dataclasses.dataclass
+class RowReport:
+    """One from-field: L's off-diagonal ranking beside the references' next fields."""
+
+    field: str
+    learnt: List[tuple]  # [(to field, L value)], largest first, diagonal left out
+    reference: List[tuple]  # [(to field, share of this field's outgoing transitions)], largest first
+    rho: float  # rank correlation of L[field, to] with the reference counts, over the other fields
+    transitions: int  # outgoing reference transitions
+
+    @property
+    def argmax_agrees(self) -> bool:
+        return bool(self.reference) and self.learnt[0][0] == self.reference[0][0]
+
+
+def row_reports(matrix: np.ndarray, field_ids: Mapping[str, int], transitions: Transitions) -> List[RowReport]:
+    """For every field with outgoing reference transitions (``field_ids``: name -> row/column)."""
+    reports = []
+    for source, row in field_ids.items():
+        targets = [name for name in field_ids if name != source]
+        counts = np.array([transitions.get((source, name), 0) for name in targets], np.float64)
+        if not counts.sum():
+            continue
+        values = np.array([matrix[row, field_ids[name]] for name in targets])
+        learnt = sorted(zip(targets, values.tolist()), key=lambda item: -item[1])
+        reference = sorted(((n, c / counts.sum()) for n, c in zip(targets, counts) if c), key=lambda item: -item[1])
+        reports.append(RowReport(source, learnt, reference, rank_correlation(values, counts), int(counts.sum())))
+    return reports
+
+
+def greedy_chain(matrix: np.ndarray, field_ids: Mapping[str, int], start: str) -> List[str]:
+    """The field order L implies from ``start``: each step the largest L entry to an unvisited field."""
+    chain = [start]
+    while len(chain) < len(field_ids):
+        row = field_ids[chain[-1]]
+        chain.append(max((n for n in field_ids if n not in chain), key=lambda n: matrix[row, field_ids[n]]))
+    return chain
+
+
+def mean_relative_positions(orders: Sequence[Sequence[str]]) -> Dict[str, float]:
+    """field -> mean of position / (length - 1) over the orders that mention it (0 = first, 1 = last)."""
+    sums, counts = collections.Counter(), collections.Counter()
+    for order in orders:
+        for position, name in enumerate(order):
+            sums[name] += position / max(len(order) - 1, 1)
+            counts[name] += 1
+    return {name: sums[name] / counts[name] for name in counts}
+
+
+def next_field_accuracy(matrix: np.ndarray, field_ids: Mapping[str, int], tables: Sequence[Mapping[str, int]],
+                        orders: Sequence[Sequence[str]], weigh_tokens: bool = True) -> float:
+    """Share of reference transitions a -> b where b gets the most link attention (eq. 9)
+    when all of alpha_{t-1} is on field a, among the table's other fields.
+
+    A field's share of eq. 9 is n_f exp(L[a, f]) over its n_f table tokens, so a field with
+    more tokens (a three-word name) gets more of the link attention than a one-word field
+    for the same L entry.  ``tables``: per example, field -> number of table tokens.
+    With L = 0 this is the "field with the most tokens" baseline; ``weigh_tokens=False``
+    scores any field-to-field matrix (e.g. log reference counts) without the token counts.
+    """
+    hits = total = 0
+    for tokens, order in zip(tables, orders):
+        for source, target in zip(order, order[1:]):
+            row = matrix[field_ids[source]]
+            others = [name for name in tokens if name != source and name in field_ids]
+            best = max(others, key=lambda name: np.log(tokens[name]) * weigh_tokens + row[field_ids[name]])
+            hits += best == target
+            total += 1
+    return hits / max(total, 1)
