@@ -71,6 +71,39 @@ def _aligned_order(fields, plan, copy_indices):
     return order
 
 
+def attention_tracking(trained, data_dir, count):
+    """Teacher forced on ``count`` training examples, at the steps whose word copies a table value
+    (copy alignment): how often the top field (attention summed per field) of the hybrid, content
+    and link attention, and of the copy scores (eq. 15), is the field of that value; beside the
+    field with the most table tokens (what L = 0 attends most).  -> (shares, steps)."""
+    model, num_fields = trained.model, len(trained.vocabs.tokens["fields"])
+    files = sorted(glob.glob(os.path.join(data_dir, "examples-*.tfrecord*")))
+    serialized = list(tf.data.TFRecordDataset(files, compression_type="GZIP").take(count).as_numpy_iterator())
+    hits, steps = collections.Counter(), 0
+    for batch in trained.featurizer.ordered_batches(serialized, 64):
+        predicted = model(batch, training=False, trace=True)
+        outputs, memory = predicted["outputs"], predicted["memory"]
+        tops = {label: outputs[k].numpy() for k, label in (("alpha", "attention alpha_t"), ("content", "alpha^content"),
+                                                           ("link", "alpha^link")) if k in outputs}
+        if model.copy_scores is not None:
+            scores = model.copy_scores(outputs["states"], memory["copy_keys"], memory["memory_mask"])
+            tops["copy scores"] = tf.nn.softmax(tf.where(memory["memory_mask"][:, None, :], scores, -1e9)).numpy()
+        field_ids, record_mask = batch["record_field"].numpy(), batch["record_mask"].numpy()
+        copy_mask = batch["copy_mask"].numpy()
+        for b in range(len(field_ids)):
+            one_hot = np.eye(num_fields)[field_ids[b]] * record_mask[b][:, None]  # [C, fields]
+            per_field = {k: v[b] @ one_hot for k, v in tops.items()}  # [T, fields]
+            most_tokens = one_hot.sum(0).argmax()
+            for t in np.nonzero(copy_mask[b].any(-1))[0]:
+                gold = set(field_ids[b][copy_mask[b, t] > 0])
+                steps += 1
+                hits["field with the most tokens"] += most_tokens in gold
+                for k, v in per_field.items():
+                    if v[t].any():  # a model without content attention traces zeros
+                        hits[k] += v[t].argmax() in gold
+    return {k: n / max(steps, 1) for k, n in hits.items()}, steps
+
+
 def _pairs(left, right, width=34):
     """Two columns of (name, value) lists, one line per rank."""
     rows = []
@@ -88,6 +121,8 @@ def main():
     parser.add_argument("--orders", choices=("auto", "text", "alignment"), default="auto")
     parser.add_argument("--limit", type=int, default=0, help="examples to read (0 = all)")
     parser.add_argument("--top", type=int, default=3, help="next fields shown per from-field")
+    parser.add_argument("--attention", type=int, default=512,
+                        help="training examples to check the model's attention on (0 = skip)")
     args = parser.parse_args()
     from tablegen_tf.training.trainer import load_trained
 
@@ -117,6 +152,10 @@ def main():
         print(f"{label:>12s}: largest entry = most frequent next field for {hits}/{len(rows)} from-fields, "
               f"mean rank correlation {np.nanmean([r.rho for r in rows]):+.2f}")
 
+    reference_logp = link_report.log_next_field_probabilities(transitions, field_ids, len(matrix))
+    print(f"a per-to-field constant explains {link_report.column_share(matrix, field_ids):.0%} of L's off-diagonal "
+          f"variance (of the references' log P(next | from): {link_report.column_share(reference_logp, field_ids):.0%})")
+
     print("\nnext-field accuracy over the reference transitions (the field with the most link attention "
           "when alpha_{t-1} is on the from-field):")
     log_counts = np.full(matrix.shape, -1e9)
@@ -138,6 +177,11 @@ def main():
     counted = collections.Counter(" > ".join(order) for order in orders)
     for order, count in counted.most_common(5):
         print(f"  {count / len(orders):5.1%}  {order}")
+    if args.attention:
+        shares, steps = attention_tracking(trained, args.data, args.attention)
+        print(f"\ntop field at the {steps:,} steps that copy a table value ({args.attention} training examples, "
+              "teacher forced) = that value's field:")
+        print("  " + ", ".join(f"{k} {v:.1%}" for k, v in shares.items()))
     real = list(field_ids.values())
     diagonal = np.mean([matrix[j, j] for j in real])
     off = np.mean([matrix[j, i] for j in real for i in real if i != j])

@@ -111,3 +111,29 @@ def next_field_accuracy(matrix: np.ndarray, field_ids: Mapping[str, int], tables
             hits += best == target
             total += 1
     return hits / max(total, 1)
+
+
+def column_share(matrix: np.ndarray, field_ids: Mapping[str, int]) -> float:
+    """Share of the variance of the off-diagonal entries that a per-column constant explains:
+    1.0 when every from-field moves to the same fields ("always go to X"), low when the
+    preferred next field depends on the from-field (an order)."""
+    ids = list(field_ids.values())
+    sub = matrix[np.ix_(ids, ids)].astype(np.float64)
+    off = ~np.eye(len(ids), dtype=bool)
+    column_means = np.array([sub[off[:, i], i].mean() for i in range(len(ids))])
+    values = sub[off]
+    residual = (sub - column_means[None, :])[off]
+    total = ((values - values.mean()) ** 2).sum()
+    return float(1.0 - (residual ** 2).sum() / total) if total else float("nan")
+
+
+def log_next_field_probabilities(transitions: Transitions, field_ids: Mapping[str, int], size: int) -> np.ndarray:
+    """[size, size] log P(to | from) of the reference transitions (add-one smoothed over the
+    other fields; the diagonal 0), indexed like L."""
+    matrix = np.zeros((size, size))
+    for source, row in field_ids.items():
+        targets = [name for name in field_ids if name != source]
+        counts = np.array([transitions.get((source, name), 0) for name in targets], np.float64) + 1.0
+        for name, p in zip(targets, counts / counts.sum()):
+            matrix[row, field_ids[name]] = np.log(p)
+    return matrix

@@ -69,3 +69,14 @@ def test_next_field_accuracy_reads_the_link_layer_field_mass():
     # near -> name: L 0.3 plus three name tokens beat area's one token (L 0)
     assert links.next_field_accuracy(HAND_L, IDS, [tokens], [["near", "name"]]) == 1.0
     assert links.next_field_accuracy(HAND_L, IDS, [tokens], [["near", "name"]], weigh_tokens=False) == 1.0
+
+
+def test_column_share_separates_a_field_prior_from_an_order():
+    prior = _matrix({(a, "near"): 1.0 for a in IDS if a != "near"})  # "always go to near"
+    assert math.isclose(links.column_share(prior, IDS), 1.0)
+    cycle = _matrix({("name", "food"): 1.0, ("food", "area"): 1.0, ("area", "near"): 1.0, ("near", "name"): 1.0})
+    assert links.column_share(cycle, IDS) < 0.1  # every column has one 1 and two 0
+    transitions = {("name", "food"): 3, ("food", "area"): 1}
+    logp = links.log_next_field_probabilities(transitions, IDS, 7)
+    np.testing.assert_allclose(np.exp(logp[IDS["name"], [4, 5, 6]]), [4 / 6, 1 / 6, 1 / 6])
+    assert logp[IDS["name"], IDS["name"]] == 0.0
