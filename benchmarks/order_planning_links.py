@@ -114,6 +114,55 @@ def _pairs(left, right, width=34):
     return rows
 
 
+def print_rows(matrix, field_ids, transitions, top):
+    reports = link_report.row_reports(matrix, field_ids, transitions)
+    print(f"\n{'from field':<16s}{'rho':>6s}  {'largest L[from, to]':<34s}most frequent next field in references")
+    for report in reports:
+        learnt = [f"{n} {v:+.3f}" for n, v in report.learnt[:top]]
+        reference = [f"{n} {share:.0%}" for n, share in report.reference[:top]]
+        for k, line in enumerate(_pairs(learnt, reference)):
+            head = f"{report.field:<16s}{report.rho:+6.2f}  " if k == 0 else " " * 24
+            print(head + line)
+    transposed = link_report.row_reports(matrix.T, field_ids, transitions)
+    for label, rows in (("L", reports), ("L transposed", transposed)):
+        hits = sum(r.argmax_agrees for r in rows)
+        print(f"{label:>12s}: largest entry = most frequent next field for {hits}/{len(rows)} from-fields, "
+              f"mean rank correlation {np.nanmean([r.rho for r in rows]):+.2f}")
+    reference_logp = link_report.log_next_field_probabilities(transitions, field_ids, len(matrix))
+    print(f"a per-to-field constant explains {link_report.column_share(matrix, field_ids):.0%} of L's "
+          f"off-diagonal variance (of the references' log P(next | from): "
+          f"{link_report.column_share(reference_logp, field_ids):.0%})")
+
+
+def print_accuracy(matrix, field_ids, transitions, tables, orders):
+    print("\nnext-field accuracy over the reference transitions (the field with the most link attention "
+          "when alpha_{t-1} is on the from-field):")
+    log_counts = np.full(matrix.shape, -1e9)
+    for (a, b), n in transitions.items():
+        log_counts[field_ids[a], field_ids[b]] = np.log(n)
+    for label, scored, weigh in (("learnt L", matrix, True), ("L transposed", matrix.T, True),
+                                 ("L = 0 (most table tokens)", np.zeros_like(matrix), True),
+                                 ("reference counts (in-sample bound)", log_counts, False)):
+        accuracy = link_report.next_field_accuracy(scored, field_ids, tables, orders, weigh_tokens=weigh)
+        print(f"  {label:<36s}{accuracy:.1%}")
+
+
+def print_orders(matrix, field_ids, orders):
+    start = collections.Counter(order[0] for order in orders if order).most_common(1)[0][0]
+    positions = link_report.mean_relative_positions(orders)
+    chain = link_report.greedy_chain(matrix, field_ids, start)
+    by_position = sorted(positions, key=positions.get)
+    rho = link_report.rank_correlation([chain.index(n) for n in by_position], range(len(by_position)))
+    print(f"\nfield order implied by L (greedy from {start}): {' > '.join(chain)}")
+    print("fields by mean relative position in references: "
+          + " > ".join(f"{n} {positions[n]:.2f}" for n in by_position))
+    print(f"rank correlation of the two orders: {rho:+.2f}")
+    print("most frequent field orders in the references:")
+    counted = collections.Counter(" > ".join(order) for order in orders)
+    for order, count in counted.most_common(5):
+        print(f"  {count / len(orders):5.1%}  {order}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="an order-planning run directory")
@@ -137,46 +186,9 @@ def main():
     transitions = link_report.count_transitions(orders)
     print(f"reference orders: {', '.join(f'{k} {n:,}' for k, n in used.items())} examples, "
           f"{sum(transitions.values()):,} transitions; L[from, to] = eq. 8's L[f_j, f_i], diagonal left out")
-
-    reports = link_report.row_reports(matrix, field_ids, transitions)
-    print(f"\n{'from field':<16s}{'rho':>6s}  {'largest L[from, to]':<34s}most frequent next field in references")
-    for report in reports:
-        learnt = [f"{n} {v:+.3f}" for n, v in report.learnt[:args.top]]
-        reference = [f"{n} {share:.0%}" for n, share in report.reference[:args.top]]
-        for k, line in enumerate(_pairs(learnt, reference)):
-            head = f"{report.field:<16s}{report.rho:+6.2f}  " if k == 0 else " " * 24
-            print(head + line)
-    transposed = link_report.row_reports(matrix.T, field_ids, transitions)
-    for label, rows in (("L", reports), ("L transposed", transposed)):
-        hits = sum(r.argmax_agrees for r in rows)
-        print(f"{label:>12s}: largest entry = most frequent next field for {hits}/{len(rows)} from-fields, "
-              f"mean rank correlation {np.nanmean([r.rho for r in rows]):+.2f}")
-
-    reference_logp = link_report.log_next_field_probabilities(transitions, field_ids, len(matrix))
-    print(f"a per-to-field constant explains {link_report.column_share(matrix, field_ids):.0%} of L's off-diagonal "
-          f"variance (of the references' log P(next | from): {link_report.column_share(reference_logp, field_ids):.0%})")
-
-    print("\nnext-field accuracy over the reference transitions (the field with the most link attention "
-          "when alpha_{t-1} is on the from-field):")
-    log_counts = np.full(matrix.shape, -1e9)
-    for (a, b), n in transitions.items():
-        log_counts[field_ids[a], field_ids[b]] = np.log(n)
-    for label, scored, weigh in (("learnt L", matrix, True), ("L transposed", matrix.T, True),
-                                 ("L = 0 (most table tokens)", np.zeros_like(matrix), True),
-                                 ("reference counts (in-sample bound)", log_counts, False)):
-        accuracy = link_report.next_field_accuracy(scored, field_ids, tables, orders, weigh_tokens=weigh)
-        print(f"  {label:<36s}{accuracy:.1%}")
-
-    starts = collections.Counter(order[0] for order in orders if order)
-    start = starts.most_common(1)[0][0]
-    positions = link_report.mean_relative_positions(orders)
-    print(f"\nfield order implied by L (greedy from {start}): {' > '.join(link_report.greedy_chain(matrix, field_ids, start))}")
-    print("fields by mean relative position in references: "
-          + " > ".join(f"{n} {p:.2f}" for n, p in sorted(positions.items(), key=lambda item: item[1])))
-    print("most frequent field orders in the references:")
-    counted = collections.Counter(" > ".join(order) for order in orders)
-    for order, count in counted.most_common(5):
-        print(f"  {count / len(orders):5.1%}  {order}")
+    print_rows(matrix, field_ids, transitions, args.top)
+    print_accuracy(matrix, field_ids, transitions, tables, orders)
+    print_orders(matrix, field_ids, orders)
     if args.attention:
         shares, steps = attention_tracking(trained, args.data, args.attention)
         print(f"\ntop field at the {steps:,} steps that copy a table value ({args.attention} training examples, "
