@@ -132,6 +132,9 @@ def print_rows(matrix, field_ids, transitions, top):
     print(f"a per-to-field constant explains {link_report.column_share(matrix, field_ids):.0%} of L's "
           f"off-diagonal variance (of the references' log P(next | from): "
           f"{link_report.column_share(reference_logp, field_ids):.0%})")
+    rho, hits = link_report.transition_agreement(matrix, reference_logp, field_ids)
+    print(f"without each side's per-to-field means: mean row rank correlation {rho:+.2f}, "
+          f"largest entry agrees for {hits}/{len(field_ids)} from-fields")
 
 
 def print_accuracy(matrix, field_ids, transitions, tables, orders):

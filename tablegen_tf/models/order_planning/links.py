@@ -26,8 +26,8 @@ def count_transitions(orders: Sequence[Sequence[str]]) -> collections.Counter:
 
 
 def rank_correlation(a: Sequence[float], b: Sequence[float]) -> float:
-    """Spearman's rho (average ranks for ties); nan when either side is constant."""
-    ranks = [_ranks(np.asarray(x, np.float64)) for x in (a, b)]
+    """Spearman's rho (average ranks for ties, values equal to 1e-9); nan when either side is constant."""
+    ranks = [_ranks(np.round(np.asarray(x, np.float64), 9)) for x in (a, b)]  # float noise is a tie
     if min(np.std(r) for r in ranks) == 0:
         return float("nan")
     return float(np.corrcoef(*ranks)[0, 1])
@@ -137,3 +137,27 @@ def log_next_field_probabilities(transitions: Transitions, field_ids: Mapping[st
         for name, p in zip(targets, counts / counts.sum()):
             matrix[row, field_ids[name]] = np.log(p)
     return matrix
+
+
+def without_column_means(matrix: np.ndarray, field_ids: Mapping[str, int]) -> np.ndarray:
+    """The off-diagonal entries minus their column's mean (the per-to-field prior); 0 elsewhere."""
+    ids = list(field_ids.values())
+    sub = matrix[np.ix_(ids, ids)].astype(np.float64)
+    off = ~np.eye(len(ids), dtype=bool)
+    column_means = np.array([sub[off[:, i], i].mean() for i in range(len(ids))])
+    centred = np.zeros(matrix.shape)
+    centred[np.ix_(ids, ids)] = np.where(off, sub - column_means[None, :], 0.0)
+    return centred
+
+
+def transition_agreement(matrix: np.ndarray, reference: np.ndarray, field_ids: Mapping[str, int]):
+    """(mean row rank correlation, argmax hits) of two field-to-field matrices once each has lost its
+    per-to-field prior: do they agree on which field follows which, beyond "go to X"?"""
+    ours, theirs = without_column_means(matrix, field_ids), without_column_means(reference, field_ids)
+    rhos, hits = [], 0
+    for source, row in field_ids.items():
+        others = [i for name, i in field_ids.items() if name != source]
+        rhos.append(rank_correlation(ours[row, others], theirs[row, others]))
+        hits += int(np.argmax(ours[row, others]) == np.argmax(theirs[row, others]))
+    defined = [rho for rho in rhos if not np.isnan(rho)]
+    return (float(np.mean(defined)) if defined else float("nan")), hits

@@ -80,3 +80,13 @@ def test_column_share_separates_a_field_prior_from_an_order():
     logp = links.log_next_field_probabilities(transitions, IDS, 7)
     np.testing.assert_allclose(np.exp(logp[IDS["name"], [4, 5, 6]]), [4 / 6, 1 / 6, 1 / 6])
     assert logp[IDS["name"], IDS["name"]] == 0.0
+
+
+def test_transition_agreement_ignores_a_field_prior():
+    cycle = {("name", "food"): 1.0, ("food", "area"): 1.0, ("area", "near"): 1.0, ("near", "name"): 1.0}
+    prior = {(a, "near"): 3.0 for a in IDS if a != "near"}
+    with_prior = _matrix({k: cycle.get(k, 0.0) + prior.get(k, 0.0) for k in set(cycle) | set(prior)})
+    rho, hits = links.transition_agreement(with_prior, _matrix(cycle), IDS)
+    assert math.isclose(rho, 1.0) and hits == 4  # the prior alone would say "near" for every row
+    rho, hits = links.transition_agreement(_matrix(prior), _matrix(cycle), IDS)
+    assert math.isnan(rho) and hits < 4  # a prior has no transition part
