@@ -27,12 +27,14 @@ import numpy as np
 import tensorflow as tf
 
 from tablegen_tf import schema
+from tablegen_tf.constants import UNK_ID
 from tablegen_tf.metrics import slot_metrics
 from tablegen_tf.models.order_planning import links as link_report
 
 
-def reference_orders(data_dir, limit, source="auto"):
-    """-> (orders, tables, used): per example its field order and {field: table tokens}."""
+def reference_orders(data_dir, limit, source="auto", vocabulary=None):
+    """-> (orders, tables, used): per example its field order and {field: table tokens}.  With
+    ``vocabulary`` (the model's field names) a field outside it is named <unk>, as the model sees it."""
     spec = {key: tf.io.VarLenFeature(tf.string) for key in (schema.RECORD_FIELD, schema.RECORD_VALUE,
                                                             schema.REFERENCES)}
     spec.update({key: tf.io.VarLenFeature(tf.int64) for key in (schema.CONTENT_PLAN, schema.COPY_INDICES)})
@@ -53,6 +55,11 @@ def reference_orders(data_dir, limit, source="auto"):
         else:
             order = _aligned_order(fields, parsed[schema.CONTENT_PLAN], parsed[schema.COPY_INDICES])
             used["alignment"] += 1
+        if vocabulary is not None:
+            known = set(vocabulary)
+            order = [name if name in known else vocabulary[UNK_ID] for name in order]
+            order = [name for k, name in enumerate(order) if not k or name != order[k - 1]]
+            fields = [name if name in known else vocabulary[UNK_ID] for name in fields]
         orders.append(order)
         tables.append(collections.Counter(fields))
     return orders, tables, used
@@ -183,7 +190,7 @@ def main():
         raise SystemExit(f"{args.model}: model.attention={trained.model.attention} has no link matrix")
     names = trained.vocabs.tokens["fields"]
     matrix = trained.model.link_attention.link.numpy()
-    orders, tables, used = reference_orders(args.data, args.limit or -1, args.orders)
+    orders, tables, used = reference_orders(args.data, args.limit or -1, args.orders, names)
     seen = {name for table in tables for name in table}
     field_ids = {name: i for i, name in enumerate(names) if name in seen}  # ids as the model looks them up
     transitions = link_report.count_transitions(orders)
