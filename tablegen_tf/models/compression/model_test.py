@@ -1,5 +1,7 @@
 """Sentence compression (Miao & Blunsom 2016): equations, REINFORCE, stop-gradient, decoding."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -179,3 +181,24 @@ def test_extractive_decoding_scores_positions_by_the_eq21_mixture():
         got = steps["extractive"][b]
         np.testing.assert_allclose(np.r_[got[V:V + source_len], got[EOS_ID]], expected, rtol=1e-4, atol=1e-7)
         assert got.sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_compression_config_ranks_compressions_by_a_length_normalised_score():
+    # configs/compression.yaml's decode section reaches the extractive search: the chosen
+    # compression's score is its summed log-probs over GNMT ((5 + len) / 6) ** alpha
+    from tablegen_tf.config import load_config
+    from tablegen_tf.generation import search_inputs
+
+    decode = load_config("compression").decode
+    assert decode.length_penalty == pytest.approx(1.25)
+    model, batch = tiny(), toy_batch()
+    ids, lengths, scores, _ = decode_ids(model, batch, dataclasses.replace(decode, max_length=12))
+    _, state, prev, step_fn = search_inputs(model, batch, decode, tiled=False)
+    ids, lengths = ids.numpy(), lengths.numpy()
+    summed = np.zeros(3)
+    for j in range(ids.shape[1]):
+        log_probs, state = step_fn(prev, j, state)
+        chosen = np.take_along_axis(log_probs.numpy(), ids[:, j:j + 1], 1)[:, 0]
+        summed += np.where(j < lengths, chosen, 0.0)
+        prev = tf.constant(ids[:, j])
+    np.testing.assert_allclose(scores.numpy(), summed / ((5.0 + lengths) / 6.0) ** 1.25, rtol=1e-4)
