@@ -97,7 +97,8 @@ def _bleu_metric(lowercase: bool) -> BLEU:
 @functools.lru_cache(maxsize=1)
 def _plain_bleu_metric() -> BLEU:
     # multi-bleu.perl: pre-tokenised input, no smoothing.
-    return BLEU(lowercase=False, tokenize="none", smooth_method="none")
+    # force: the text is tokenised on purpose (sacrebleu would warn it looks undetokenised)
+    return BLEU(lowercase=False, tokenize="none", smooth_method="none", force=True)
 
 
 @functools.lru_cache(maxsize=1)

@@ -174,7 +174,7 @@ def test_webnlg_challenge_tokens_split_every_non_word_character():
         "spain", "'", "s", "1", ".", "5", "(", "km", ")", "award", "-", "winning", "hüseyin_b"]
 
 
-def test_webnlg_challenge_bleu_by_hand():
+def test_webnlg_challenge_bleu_by_hand(caplog):
     # p1..p4 = 5/6, 4/5, 3/4, 2/3, no brevity penalty: BLEU = (1/3) ** (1/4).
     assert text_metrics.webnlg_challenge_bleu(["A b c d e f"], [["a b c d e g"]]) == pytest.approx(
         100 * (1 / 3) ** 0.25)
@@ -185,3 +185,7 @@ def test_webnlg_challenge_bleu_by_hand():
     assert text_metrics.webnlg_challenge_bleu(["a b c x e"], [["a b c d e"]]) == 0.0
     # The closest reference length sets the brevity penalty; blank references are missing ones.
     assert text_metrics.webnlg_challenge_bleu(["a b c d"], [["a b c d e f g h", "a b c d", " "]]) == pytest.approx(100.0)
+    # Tokenised on purpose: no "forgot to detokenize" warning from sacrebleu on the console
+    # (it warns from 100 hypotheses ending in " ." on; every tokenised sentence does).
+    text_metrics.webnlg_challenge_bleu(["it is 1.5 km long."] * 100, [["it is 1.5 km long."]] * 100)
+    assert not [r for r in caplog.records if "detokenize" in r.getMessage()]
