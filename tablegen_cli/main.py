@@ -324,7 +324,8 @@ def _add_evaluate(subparsers) -> None:
         help="generate for a corpus split and print BLEU/NIST/ROUGE and fact metrics as JSON",
         description=(
             "BLEU-4 is sacrebleu's on detokenized text with all references (E2E setting: "
-            "lowercased, 13a tokenization); NIST-4 as mteval-v13a computes it; ROUGE-4 / ROUGE-L "
+            "lowercased, 13a tokenization); for WebNLG also bleu_webnlg, the 2017 challenge's BLEU "
+            "(lowercased, split at every non-word character, multi-bleu.perl); NIST-4 as mteval-v13a computes it; ROUGE-4 / ROUGE-L "
             "(rouge-score, best reference); fact metrics: precision of stated numbers/names against the "
             "table and the hallucination rate; slot error rate (missed + wrong + added values over slots) "
             "for E2E-style tables; content-plan precision/recall/order for corpora with plans; per-token "
@@ -445,7 +446,8 @@ def _run_evaluate(args, _extra) -> int:
               "(evaluate needs references; `tablegen generate` does not)", file=sys.stderr)
         return 1
     scores = inference.evaluate(examples, texts, plans, model=args.trained.model,
-                                featurizer=args.trained.featurizer, batch_size=args.batch_size)
+                                featurizer=args.trained.featurizer, batch_size=args.batch_size,
+                                format_name=args.format)
     # A metric with nothing to measure is NaN (e.g. no numbers stated): null in JSON, which
     # strict parsers accept (json.dumps would write the non-standard NaN).
     print(json.dumps(_nan_to_none(scores), indent=2))

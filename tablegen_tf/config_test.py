@@ -25,12 +25,15 @@ def test_overrides_parse_yaml_values():
 def test_every_corpus_config_loads_and_builds_its_model(corpus):
     from tablegen_tf.models import get_family
 
-    config = load_config(corpus, ["model.hidden_size=8", "model.word_dim=4", "model.value_dim=4"])
+    # value_dim through the family-kind section: WebNLG's default family (order-planning) has none
+    config = load_config(corpus, ["model.hidden_size=8", "model.word_dim=4", "models.encdec.value_dim=4"])
     assert config.decode.beam_size >= 1 and config.train.optimizer.name == "adam"
     family = get_family(config.model.name)
     model = family.build_model(config, {"words": 20, "fields": 5, "entities": 5, "groups": 4})
     assert model.hidden_size == 8 and model.name == config.model.name.replace("-", "_")
-    assert model.max_position == config.data.max_position  # one source: data.max_position
+    if family.config_class.KIND == "encdec":  # the families with position embeddings
+        assert config.model.value_dim == 4
+        assert model.max_position == config.data.max_position  # one source: data.max_position
 
 
 def test_corpus_values_override_the_code_defaults():

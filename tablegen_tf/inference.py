@@ -103,12 +103,15 @@ def perplexity(model, featurizer, examples: Sequence, batch_size: int = 64) -> D
 
 
 def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[List[int]]] = None,
-             model=None, featurizer=None, batch_size: int = 64) -> Dict[str, float]:
-    """Corpus scores against every reference; fact metrics for tables (slot errors for E2E-style
+             model=None, featurizer=None, batch_size: int = 64,
+             format_name: Optional[str] = None) -> Dict[str, float]:
+    """Corpus scores against every reference (WebNLG formats: also ``bleu_webnlg``, the 2017
+    challenge's BLEU); fact metrics for tables (slot errors for E2E-style
     ones); plan metrics for
     two-stage models on corpora with gold plans; perplexity when ``model`` reports it;
     extractive scores when every text example has deletion labels."""
     from tablegen_tf.metrics import corpus_scores, extractive_scores, fact_scores, plan_scores, slot_scores
+    from tablegen_tf.metrics.text_metrics import webnlg_challenge_bleu
     from tablegen_tf.tokenizer import tokenize_batch
 
     missing = [e.example_id for e in examples if not e.all_references()[0].strip()]
@@ -116,6 +119,8 @@ def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[
         raise ValueError(f"evaluate needs reference texts: {len(missing)} of {len(examples)} inputs have none "
                          f"(first: {missing[0]}); use `tablegen generate` for inputs without references")
     scores = dict(corpus_scores(list(texts), [e.all_references() for e in examples]))
+    if format_name and format_name.startswith("webnlg"):
+        scores["bleu_webnlg"] = webnlg_challenge_bleu(list(texts), [e.all_references() for e in examples])
     if examples and examples[0].form == "table":
         hypothesis_tokens = tokenize_batch(list(texts))
         scores.update(fact_scores(hypothesis_tokens, [e.values for e in examples], [e.fields for e in examples]))

@@ -61,6 +61,10 @@ NAME_FIELDS = frozenset(
         "second_name",
         "team_name",
         "team_city",  # RotoWire
+        # WebNLG triples (readers/webnlg.py): the entities; the property is not one.
+        # Without them WebNLG's table_coverage counted only the numbers of its tables.
+        "subject",
+        "object",
     }
 )
 

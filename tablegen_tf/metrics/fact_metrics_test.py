@@ -100,3 +100,20 @@ def test_input_validation():
         fact_scores([["a"]], [["x", "y"]], [["name"]])
     with pytest.raises(TypeError):
         fact_scores(["a string"], [["x"]])
+
+
+def test_webnlg_subjects_and_objects_are_the_entities():
+    # "Baku Turkish Martyrs' Memorial | location | Azerbaijan ; ... | designer | Hüseyin Bütüner",
+    # one record per value token as the WebNLG reader and table featurizer make them.
+    fields = ["subject"] * 3 + ["property"] + ["object"] + ["subject"] * 3 + ["property"] + ["object"] * 2
+    values = ["Baku", "Martyrs", "Memorial", "location", "Azerbaijan",
+              "Baku", "Martyrs", "Memorial", "designer", "Hüseyin", "Bütüner"]
+    hyp = tokens("the baku martyrs memorial in Azerbaijan was designed by Huseyin Butuner .")
+    s = fact_scores([hyp], [values], [fields])
+    # Table entities: baku, martyrs, memorial, azerbaijan, hüseyin, bütüner (not the property words).
+    assert s["num_table_facts"] == 6
+    assert s["table_coverage"] == pytest.approx(4 / 6)
+    # Stated: baku, martyrs, memorial (lower-cased copies of subject words), Azerbaijan, and
+    # Huseyin, Butuner, which the table spells with diacritics: 2 hallucinated entity tokens.
+    assert s["num_stated_facts"] == 6
+    assert s["hallucination_rate"] == pytest.approx(2 / 6)

@@ -54,6 +54,17 @@ NIST -- the mteval-v13a definition (Doddington 2002), implemented in ``nist_mtev
     every item has as many references).  NLTK's ``corpus_nist`` (used before) credits each
     item against its single best reference and gave 0.34-0.84 x mteval on E2E.
 
+WebNLG challenge BLEU -- ``webnlg_challenge_bleu``: the WebNLG 2017 challenge scored
+    lowercased text tokenised by its baseline's ``' '.join(re.split('(\\W)', text))`` (every
+    non-word character, Unicode-aware, is a token: "1.5" -> "1 . 5", "Spain's" -> "spain ' s",
+    "award-winning" -> "award - winning") with ``multi-bleu.perl -lc`` over all references of
+    each entry.  multi-bleu.perl is plain BLEU-4 on those tokens: no smoothing, the closest
+    reference length (shorter on ties) for the brevity penalty -- i.e. sacrebleu with
+    ``tokenize='none', smooth_method='none'`` on the pre-tokenised text.  The challenge padded
+    entries with fewer references with empty lines, which multi-bleu.perl counts as 0-word
+    references for the brevity penalty; we drop them (``None``), as for E2E above.  The split
+    differs from 13a mostly on numbers and hyphenated words, which 13a keeps whole.
+
 ROUGE -- ``rouge_score.rouge_scorer.RougeScorer(['rouge4', 'rougeL'])``,
     F-measure of the best reference per item (``score_multi``: max F-measure
     over the references, per ROUGE type), averaged over items.  Scale 0..1.
@@ -68,6 +79,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import re
 from typing import Dict, List, Optional, Sequence
 
 from rouge_score import rouge_scorer
@@ -80,6 +92,13 @@ ROUGE_TYPES = ("rouge4", "rougeL")
 def _bleu_metric(lowercase: bool) -> BLEU:
     # Defaults otherwise: smooth_method='exp', max_ngram_order=4.
     return BLEU(lowercase=lowercase, tokenize="13a")
+
+
+@functools.lru_cache(maxsize=1)
+def _plain_bleu_metric() -> BLEU:
+    # multi-bleu.perl: pre-tokenised input, no smoothing.
+    # force: the text is tokenised on purpose (sacrebleu would warn it looks undetokenised)
+    return BLEU(lowercase=False, tokenize="none", smooth_method="none", force=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -97,6 +116,27 @@ def tokenize_13a(text: str, lowercase: bool = True) -> List[str]:
     if lowercase:
         text = text.lower()
     return metric.tokenizer(text.rstrip()).split()
+
+
+_NON_WORD_SPLIT = re.compile(r"(\W)")
+
+
+def webnlg_challenge_tokens(text: str) -> List[str]:
+    """The WebNLG 2017 challenge's tokens of ``text``: lowercased, split at every non-word character."""
+    return " ".join(_NON_WORD_SPLIT.split(text.lower())).split()
+
+
+def webnlg_challenge_bleu(hypotheses: List[str], references: List[List[str]]) -> float:
+    """Corpus BLEU-4 as the WebNLG 2017 challenge computed it (see the module doc), 0..100."""
+    _check_inputs(hypotheses, references)
+    hyps = [" ".join(webnlg_challenge_tokens(h)) for h in hypotheses]
+    ref_sets = []
+    for i, refs in enumerate(references):
+        kept = [" ".join(tokens) for tokens in map(webnlg_challenge_tokens, refs) if tokens]
+        if not kept:
+            raise ValueError(f"item {i} has no non-empty reference")
+        ref_sets.append(kept)
+    return float(_plain_bleu_metric().corpus_score(hyps, reference_streams(ref_sets)).score)
 
 
 def _check_inputs(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:

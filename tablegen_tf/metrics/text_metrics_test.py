@@ -5,6 +5,7 @@ import sacrebleu
 from nltk.translate.nist_score import corpus_nist
 
 from tablegen_tf.metrics import corpus_scores
+from tablegen_tf.metrics import text_metrics
 from tablegen_tf.metrics.text_metrics import _bleu_metric, nist_mteval, reference_streams, tokenize_13a
 
 HYPS = [
@@ -165,3 +166,26 @@ def test_input_validation():
         corpus_scores(HYPS, [REFS3[0], "a single string"])
     with pytest.raises(TypeError):
         corpus_scores([None, "x"], REFS3)
+
+
+def test_webnlg_challenge_tokens_split_every_non_word_character():
+    # The challenge baseline's " ".join(re.split("(\W)", text)), lowercased; \W is Unicode-aware.
+    assert text_metrics.webnlg_challenge_tokens("Spain's 1.5 (km) award-winning Hüseyin_B") == [
+        "spain", "'", "s", "1", ".", "5", "(", "km", ")", "award", "-", "winning", "hüseyin_b"]
+
+
+def test_webnlg_challenge_bleu_by_hand(caplog):
+    # p1..p4 = 5/6, 4/5, 3/4, 2/3, no brevity penalty: BLEU = (1/3) ** (1/4).
+    assert text_metrics.webnlg_challenge_bleu(["A b c d e f"], [["a b c d e g"]]) == pytest.approx(
+        100 * (1 / 3) ** 0.25)
+    # Lowercased and split the challenge's way, "1.5-km" equals "1 . 5 - KM"; 13a keeps "1.5" whole.
+    assert text_metrics.webnlg_challenge_bleu(["it is 1.5-km long"], [["It is 1 . 5 - KM long"]]) == pytest.approx(100.0)
+    assert corpus_scores(["it is 1.5-km long"], [["It is 1 . 5 - KM long"]])["bleu"] < 100.0
+    # multi-bleu.perl does not smooth: no matching 4-gram gives 0.
+    assert text_metrics.webnlg_challenge_bleu(["a b c x e"], [["a b c d e"]]) == 0.0
+    # The closest reference length sets the brevity penalty; blank references are missing ones.
+    assert text_metrics.webnlg_challenge_bleu(["a b c d"], [["a b c d e f g h", "a b c d", " "]]) == pytest.approx(100.0)
+    # Tokenised on purpose: no "forgot to detokenize" warning from sacrebleu on the console
+    # (it warns from 100 hypotheses ending in " ." on; every tokenised sentence does).
+    text_metrics.webnlg_challenge_bleu(["it is 1.5 km long."] * 100, [["it is 1.5 km long."]] * 100)
+    assert not [r for r in caplog.records if "detokenize" in r.getMessage()]

@@ -11,7 +11,12 @@ vocabulary, which is then just three symbols.
 
 Value clean-up: DBpedia underscores become spaces, double quotes of literals
 are dropped, camelCase properties are split into lower-case words
-("birthPlace" -> "birth place", "UTCOffset" -> "UTC offset").
+("birthPlace" -> "birth place", "UTCOffset" -> "UTC offset"), and ISO dates are
+written the way the texts write them ("1923-11-18" -> "November 18, 1923"): of the
+1,054 training texts of entries with such a date, 70 % spell it out with the month's
+name ("November 18, 1923" 31 %, "18th November 1923" 21 %, "18 November 1923" 18 %),
+12 % copy the ISO form, most others give the year only; spelt out, the day, month and
+year are tokens the copy mechanism can take.
 
 We parse with expat directly (not ElementTree) because it reports line
 numbers: rejected entries carry the real line of their ``<entry>`` tag, and a
@@ -37,6 +42,10 @@ from tablegen_tf.readers.base import (
 )
 
 _ENTRY_TAG = re.compile(rb"<entry[\s>]")
+_ISO_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+# English names whatever the process locale (calendar.month_name follows LC_TIME).
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+           "October", "November", "December")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
@@ -89,7 +98,18 @@ def parse_entries(data: bytes) -> List[Entry]:
 
 def clean_entity(text: str) -> str:
     """DBpedia resource or literal -> plain words."""
-    return " ".join(text.replace('"', " ").replace("_", " ").split())
+    return spell_out_date(" ".join(text.replace('"', " ").replace("_", " ").split()))
+
+
+def spell_out_date(text: str) -> str:
+    """"1923-11-18" -> "November 18, 1923"; anything else (invalid dates too) unchanged."""
+    match = _ISO_DATE.fullmatch(text)
+    if not match:
+        return text
+    year, month, day = (int(part) for part in match.groups())
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return text
+    return f"{_MONTHS[month - 1]} {day}, {year}"
 
 
 def clean_property(text: str) -> str:

@@ -75,7 +75,9 @@ def test_clean_property(raw, clean):
 
 
 def test_clean_entity():
-    assert clean_entity('"1983-10-03"') == "1983-10-03"
+    assert clean_entity('"1983-10-03"') == "October 3, 1983"  # the texts' commonest form
+    assert clean_entity('"1983-13-03"') == "1983-13-03"  # not a date: kept
+    assert clean_entity('"2014-15"') == "2014-15"
     assert clean_entity("Airman_(comicsCharacter)") == "Airman (comicsCharacter)"
 
 
