@@ -26,12 +26,12 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 
 from serving.errors import ServingError, not_found
 from serving.signatures import TABLES_INPUT, Signature
+from tablegen_tf.constants import WARMUP_ASSET
 
 log = logging.getLogger("tablegen.serving")
 
 SHARD = re.compile(r"variables\.data-(\d+)-of-(\d+)$")
 MAX_RETRY_SECONDS = 60.0
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 WARMUP_TABLE = '{"table": [{"field": "name", "value": "warm up"}]}'
 
 
@@ -95,18 +95,22 @@ class LoadedVersion:
         self._lock = threading.Lock()
         self._on_unload: List[Callable[[], None]] = []
 
-    def warm_up(self) -> int:
+    def warm_up(self) -> Tuple[int, int]:
         """Run each signature once before taking traffic: the first call of a loaded
-        function pays for graph optimisation (~50 ms for a toy model, more for a
-        real one). TF Serving's warmup file is replayed if the export has one."""
+        function pays for graph optimisation (~50 ms for a toy model, seconds for a
+        real one). TF Serving's warmup file is replayed if the export has one.
+        Returns (requests that succeeded, requests)."""
         requests = _warmup_file_requests(self.path) or [
             (name, synthetic_inputs(sig)) for name, sig in self.signatures.items()]
+        succeeded = 0
         for name, arrays in requests:
             try:
                 self.signature(name).run({k: tf.constant(v) for k, v in arrays.items()})
+                succeeded += 1
             except Exception as error:  # warm-up is best effort
-                log.debug("warm-up of %s/%s failed: %s", self.path, name, error)
-        return len(requests)
+                log.warning("warm-up request to %s/%s failed: %s", self.path, name,
+                            str(error).splitlines()[0] if str(error) else repr(error))
+        return succeeded, len(requests)
 
     def signature(self, name: str) -> Signature:
         key = name or "serving_default"
@@ -159,7 +163,7 @@ def synthetic_inputs(signature: Signature) -> Dict[str, np.ndarray]:
 
 
 def _warmup_file_requests(path: str) -> List[Tuple[str, Dict[str, np.ndarray]]]:
-    warmup = os.path.join(path, WARMUP_FILE)
+    warmup = os.path.join(path, WARMUP_ASSET)
     if not os.path.exists(warmup):
         return []
     requests = []
@@ -269,7 +273,7 @@ class ModelManager:
         started = time.perf_counter()
         try:
             loaded = LoadedVersion(self.name, version, path)
-            warmups = loaded.warm_up()
+            succeeded, warmups = loaded.warm_up()
         except Exception as error:  # partial or corrupt export: retry with backoff
             failures = self._retry.get(version, (0.0, 0))[1] + 1
             delay = min(self.poll_seconds * 2 ** failures, MAX_RETRY_SECONDS)
@@ -279,8 +283,8 @@ class ModelManager:
                         str(error).splitlines()[0] if str(error) else repr(error))
             return None
         self._retry.pop(version, None)
-        log.info("model %s version %d loaded and warmed up (%d requests) in %.2fs", self.name,
-                 version, warmups, time.perf_counter() - started)
+        log.info("model %s version %d loaded and warmed up (%d of %d requests) in %.2fs",
+                 self.name, version, succeeded, warmups, time.perf_counter() - started)
         return loaded
 
     def _swap(self, loaded: LoadedVersion) -> None:

@@ -52,6 +52,18 @@ def exported(trained, tmp_path_factory):
     return str(base)
 
 
+def test_export_writes_tf_serving_warmup_requests_that_all_run(exported):
+    """TF Serving's warm-up file: serving_default on the shortest and longest example
+    table and all of them, explain and generate once; the server's warm-up runs all."""
+    from serving.model_manager import LoadedVersion, _warmup_file_requests
+
+    path = os.path.join(exported, "tablegen", "1")
+    requests = _warmup_file_requests(path)
+    assert [name for name, _ in requests] == ["serving_default"] * 3 + ["explain", "generate"]
+    assert [len(arrays["tables"]) for _, arrays in requests] == [1, 1, 8, 1, 1]
+    assert LoadedVersion("tablegen", 1, path).warm_up() == (5, 5)
+
+
 def _local_texts(run_dir):
     from tablegen_cli.main import main
 
