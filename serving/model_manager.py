@@ -273,6 +273,7 @@ class ModelManager:
         started = time.perf_counter()
         try:
             loaded = LoadedVersion(self.name, version, path)
+            load_seconds = time.perf_counter() - started
             succeeded, warmups = loaded.warm_up()
         except Exception as error:  # partial or corrupt export: retry with backoff
             failures = self._retry.get(version, (0.0, 0))[1] + 1
@@ -283,8 +284,9 @@ class ModelManager:
                         str(error).splitlines()[0] if str(error) else repr(error))
             return None
         self._retry.pop(version, None)
-        log.info("model %s version %d loaded and warmed up (%d of %d requests) in %.2fs",
-                 self.name, version, succeeded, warmups, time.perf_counter() - started)
+        log.info("model %s version %d loaded in %.2fs and warmed up (%d of %d requests) in %.2fs",
+                 self.name, version, load_seconds, succeeded, warmups,
+                 time.perf_counter() - started - load_seconds)
         return loaded
 
     def _swap(self, loaded: LoadedVersion) -> None:
