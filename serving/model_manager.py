@@ -179,7 +179,7 @@ def _warmup_file_requests(path: str) -> List[Tuple[str, Dict[str, np.ndarray]]]:
 class ModelManager:
     """Serves the latest ready version under model_dir (= BASE/NAME) and hot-swaps newer ones."""
 
-    def __init__(self, name: str, model_dir: str, poll_seconds: float = 2.0):
+    def __init__(self, name: str, model_dir: str, poll_seconds: float = 1.0):
         self.name = name
         self.model_dir = model_dir
         self.poll_seconds = poll_seconds

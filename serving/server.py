@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--model-config-file",
                        help="TF Serving models.config (model_config_list) to serve several models; "
                        "each base_path holds <version>/ directories")
-    model.add_argument("--poll-seconds", type=float, default=2.0,
+    # TF Serving's --file_system_poll_wait_seconds default; a new version is loaded on its
+    # second sighting (unchanged files), so it waits one to two polls before loading.
+    model.add_argument("--poll-seconds", type=float, default=1.0,
                        help="how often to look for new versions (default: %(default)s)")
     net = parser.add_argument_group("network")
     net.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
