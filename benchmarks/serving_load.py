@@ -217,7 +217,11 @@ def main() -> None:
                                 tables, levels[-1], args.seconds, args.swap_tail) if args.swap else None
         finally:
             process.terminate()
-            process.wait(60)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:  # still loading a version: it cannot stop sooner
+                process.kill()
+                process.wait()
     report(local, remote, batched, levels)
     if swap:
         report_swap(swap)
@@ -267,7 +271,7 @@ def measure_swap(address: str, name: str, model_dir: str, tables: List[str], cli
     print(f"swap: {clients} clients; version {old + 1} appeared on disk (load {load_average()})",
           flush=True)
     first_new = None
-    while first_new is None and time.perf_counter() - appeared < 300:
+    while first_new is None and time.perf_counter() - appeared < 900:
         time.sleep(0.05)
         answered = [done for _, done, version in list(events) if version == old + 1]
         first_new = min(answered) if answered else None
