@@ -35,7 +35,7 @@ MAX_RETRY_SECONDS = 60.0
 WARMUP_TABLE = '{"table": [{"field": "name", "value": "warm up"}]}'
 
 
-def _register_custom_ops() -> None:
+def register_custom_ops() -> None:
     """The real model uses tensorflow-text ops; without this import the load
     fails with "Op type not registered 'NormalizeUTF8'"."""
     try:
@@ -85,7 +85,7 @@ class LoadedVersion:
     """One loaded SavedModel version with an in-flight count."""
 
     def __init__(self, name: str, version: int, path: str):
-        _register_custom_ops()
+        register_custom_ops()
         self.name, self.version, self.path = name, version, path
         self.signature_defs = read_signature_defs(path)
         self._model = tf.saved_model.load(path)
