@@ -9,6 +9,7 @@ in-flight request returns (reference count), so a swap never fails a request.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import logging
@@ -102,14 +103,18 @@ class LoadedVersion:
         Returns (requests that succeeded, requests)."""
         requests = _warmup_file_requests(self.path) or [
             (name, synthetic_inputs(sig)) for name, sig in self.signatures.items()]
-        succeeded = 0
+        succeeded, seconds = 0, collections.Counter()
         for name, arrays in requests:
+            started = time.perf_counter()
             try:
                 self.signature(name).run({k: tf.constant(v) for k, v in arrays.items()})
                 succeeded += 1
             except Exception as error:  # warm-up is best effort
                 log.warning("warm-up request to %s/%s failed: %s", self.path, name,
                             str(error).splitlines()[0] if str(error) else repr(error))
+            seconds[name] += time.perf_counter() - started
+        log.info("warm-up of %s: %s", self.path,
+                 ", ".join(f"{name} {s:.2f}s" for name, s in seconds.items()))
         return succeeded, len(requests)
 
     def signature(self, name: str) -> Signature:
