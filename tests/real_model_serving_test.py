@@ -54,8 +54,9 @@ def exported(trained, tmp_path_factory):
 
 def test_export_writes_tf_serving_warmup_requests_that_all_run(exported):
     """TF Serving's warm-up file: serving_default on the shortest and longest example
-    table and all of them, explain and generate once; the server's warm-up runs all."""
-    from serving.model_manager import LoadedVersion, _warmup_file_requests
+    table and all of them, explain and generate once. (That the server replays them is
+    serving/model_manager_test.py's; a replay here cost 346 s on the loaded host.)"""
+    from serving.model_manager import _warmup_file_requests
     from tablegen_tf.constants import EXAMPLES_ASSET
 
     path = os.path.join(exported, "tablegen", "1")
@@ -65,7 +66,6 @@ def test_export_writes_tf_serving_warmup_requests_that_all_run(exported):
     assert [name for name, _ in requests] == ["serving_default"] * 3 + ["explain", "generate"]
     tables = [[t.decode() for t in arrays["tables"]] for _, arrays in requests]
     assert len(examples) > 1 and tables == [examples[:1], examples[-1:], examples, examples[:1], examples[:1]]
-    assert LoadedVersion("tablegen", 1, path).warm_up() == (5, 5)
 
 
 def _local_texts(run_dir):
