@@ -2,15 +2,25 @@
 
 Starts the server in a subprocess (as in production), then at each concurrency
 level sends single-table Predict requests over gRPC from that many client
-threads, and makes the same calls in-process on the loaded SavedModel. Prints
-p50/p99 latency and throughput per level, and checks the targets: server
-overhead at concurrency 1 <= 1.2x in-process, and gRPC throughput at
-concurrency 16 >= 3x concurrency 1.
+threads, and makes the same calls in-process on the loaded SavedModel, one
+table per call and (the batched figure) as many tables per call as the highest
+concurrency. Prints p50/p99 latency and throughput per level with the machine's
+1-minute load average, and checks the targets: server overhead at concurrency 1
+<= 1.2x in-process; gRPC throughput at the highest concurrency >= 3x concurrency
+1 and >= 0.9x the in-process batched throughput (tables/s).
+
+With --swap, then pushes a new version while that many clients keep sending (a
+copy of the served version, published as TFX Pusher does: copy beside, rename
+into place) and reports the seconds from the rename to the first answer from
+the new version (target <= 10 s) and p50/p99 latency of the requests sent in
+the swap window (rename until --swap-tail seconds after that first answer)
+against the steady state before the push (target: p99 <= 2x).
 
     .venv/bin/python benchmarks/serving_load.py                     # runs/e2e/serving/tablegen
     .venv/bin/python benchmarks/serving_load.py --demo              # stand-in decoder model
     .venv/bin/python benchmarks/serving_load.py --model-base-path B --model-name N \
         --tables-file tables.jsonl --server-args="--no-enable-batching"
+    .venv/bin/python benchmarks/serving_load.py --model-base-path B --swap   # + a version swap
 """
 
 import argparse
@@ -18,6 +28,7 @@ import json
 import os
 import queue
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,7 +54,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--concurrency", default="1,4,16")
     parser.add_argument("--seconds", type=float, default=5.0, help="measurement time per level")
     parser.add_argument("--server-args", default="", help="extra `tablegen serve` flags")
+    parser.add_argument("--swap", action="store_true",
+                        help="also measure a version push under load (the served model directory "
+                        "is copied to a scratch base first, so BASE is not written)")
+    parser.add_argument("--server-log", help="write the server's log (load, warm-up, swap times) here")
+    parser.add_argument("--swap-tail", type=float, default=3.0,
+                        help="seconds after the new version's first answer still in the swap window")
     return parser.parse_args()
+
+
+def load_average() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
 
 
 def load_tables(path: str) -> List[str]:
@@ -67,14 +88,15 @@ def build_demo(directory: str, name: str, kind: str) -> str:
     return directory
 
 
-def start_server(base: str, name: str, extra: str):
+def start_server(base: str, name: str, extra: str, log_path: str = ""):
     command = [sys.executable, "-m", "serving.server", "--model-base-path", base,
                "--model-name", name, "--host", "127.0.0.1", "--port", "0", *shlex.split(extra)]
     process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                               stdout=subprocess.PIPE, text=True,
+                               stderr=open(log_path, "w") if log_path else subprocess.DEVNULL)
     lines: "queue.Queue[str]" = queue.Queue()
     threading.Thread(target=lambda: [lines.put(l) for l in process.stdout], daemon=True).start()
-    deadline = time.time() + 120
+    deadline = time.time() + 900  # a real model loads in minutes on a busy 2-core host
     while time.time() < deadline and process.poll() is None:
         try:
             line = lines.get(timeout=1)
@@ -112,16 +134,36 @@ def measure(call: Callable[[str], None], tables: List[str], concurrency: int,
             "rps": len(ms) / elapsed}
 
 
-def in_process_call(base: str, name: str) -> Callable[[str], None]:
-    import tensorflow as tf
-
+def in_process_signature(base: str, name: str):
     from serving.model_manager import ModelManager
 
     manager = ModelManager(name, os.path.join(base, name))
     manager.poll_once(initial=True)  # the server's own loader (custom ops, latest version)
     with manager.lease() as loaded:
-        signature = loaded.signature("serving_default")
+        return loaded.signature("serving_default")
+
+
+def in_process_call(signature) -> Callable[[str], None]:
+    import tensorflow as tf
+
     return lambda table: signature.run({"tables": tf.constant([table])})
+
+
+def in_process_batched(signature, tables: List[str], batch: int, seconds: float) -> Dict[str, float]:
+    """One thread, `batch` tables per call: the throughput batching could reach at best."""
+    import tensorflow as tf
+
+    batches = [tables[i:i + batch] for i in range(0, len(tables) - batch + 1, batch)] or [tables]
+    signature.run({"tables": tf.constant(batches[0])})  # warm up
+    rows, calls, started = 0, 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        rows += len(batches[calls % len(batches)])
+        signature.run({"tables": tf.constant(batches[calls % len(batches)])})
+        calls += 1
+    rps = rows / (time.perf_counter() - started)
+    print(f"{'in-batched':<11} {batch:>5} {calls:>9} {'':>8} {'':>8} {rps:>8.1f} {load_average():>5}"
+          "  (tables/s, one call per batch)", flush=True)
+    return {"rps": rps}
 
 
 def grpc_call(address: str, name: str) -> Callable[[str], None]:
@@ -145,7 +187,7 @@ def run_levels(label: str, call, tables, levels, seconds) -> Dict[int, Dict[str,
         results[level] = measure(call, tables, level, seconds)
         r = results[level]
         print(f"{label:<11} {level:>5} {r['requests']:>9} {r['p50']:>8.2f} {r['p99']:>8.2f} "
-              f"{r['rps']:>8.1f}", flush=True)
+              f"{r['rps']:>8.1f} {load_average():>5}", flush=True)
     return results
 
 
@@ -158,27 +200,108 @@ def main() -> None:
             sys.exit(f"no model at {base}/{args.model_name}/<version>/; export one or use --demo")
         tables = load_tables(args.tables_file)
         print(f"model {base}/{args.model_name}, {len(tables)} tables, {args.seconds:.0f}s per level")
-        print(f"{'mode':<11} {'conc':>5} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}")
-        local = run_levels("in-process", in_process_call(base, args.model_name), tables, levels,
-                           args.seconds)
-        process, address = start_server(base, args.model_name, args.server_args)
+        print(f"{'mode':<11} {'conc':>5} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} "
+              f"{'load':>5}")
+        signature = in_process_signature(base, args.model_name)
+        local = run_levels("in-process", in_process_call(signature), tables, levels, args.seconds)
+        batched = in_process_batched(signature, tables, levels[-1], args.seconds)
+        del signature
+        if args.swap:  # push into a scratch copy, never into the caller's BASE
+            shutil.copytree(os.path.join(base, args.model_name), os.path.join(scratch, "swap", args.model_name))
+            base = os.path.join(scratch, "swap")
+        process, address = start_server(base, args.model_name, args.server_args, args.server_log)
         try:
             remote = run_levels("grpc", grpc_call(address, args.model_name), tables, levels,
                                 args.seconds)
+            swap = measure_swap(address, args.model_name, os.path.join(base, args.model_name),
+                                tables, levels[-1], args.seconds, args.swap_tail) if args.swap else None
         finally:
             process.terminate()
-            process.wait(60)
-    report(local, remote, levels)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:  # still loading a version: it cannot stop sooner
+                process.kill()
+                process.wait()
+    report(local, remote, batched, levels)
+    if swap:
+        report_swap(swap)
 
 
-def report(local, remote, levels) -> None:
+def report(local, remote, batched, levels) -> None:
     first, last = levels[0], levels[-1]
     overhead = remote[first]["p50"] / local[first]["p50"]
     scaling = remote[last]["rps"] / remote[first]["rps"]
+    versus_batched = remote[last]["rps"] / batched["rps"]
     print(f"server overhead at concurrency {first}: {overhead:.2f}x in-process p50 "
           f"(target <= 1.2x): {'met' if overhead <= 1.2 else 'MISSED'}")
     print(f"gRPC throughput at concurrency {last}: {scaling:.2f}x concurrency {first} "
           f"(target >= 3x): {'met' if scaling >= 3 else 'MISSED'}")
+    print(f"gRPC throughput at concurrency {last}: {versus_batched:.2f}x in-process batches of "
+          f"{last} (target >= 0.9x): {'met' if versus_batched >= 0.9 else 'MISSED'}")
+
+
+def measure_swap(address: str, name: str, model_dir: str, tables: List[str], clients: int,
+                 steady_seconds: float, tail_seconds: float) -> Dict[str, float]:
+    """`clients` closed-loop clients; after steady_seconds a new version is published;
+    they stop tail_seconds after its first answer."""
+    from serving.client import RemoteModel
+
+    events: List[tuple] = []  # (sent, answered, version), perf_counter seconds
+    stop = threading.Event()
+
+    def worker(offset: int) -> None:
+        model, index = RemoteModel(address, name, retries=0), offset
+        while not stop.is_set():
+            sent = time.perf_counter()
+            _, version = model.predict({"tables": np.array([tables[index % len(tables)]], dtype=object)})
+            events.append((sent, time.perf_counter(), version))
+            index += clients
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    time.sleep(steady_seconds)
+    old = max(version for *_, version in events)
+    staging = os.path.join(model_dir, f".staging-{old + 1}")
+    copy_started = time.perf_counter()
+    shutil.copytree(os.path.join(model_dir, str(old)), staging)
+    os.rename(staging, os.path.join(model_dir, str(old + 1)))
+    appeared = time.perf_counter()
+    print(f"swap: {clients} clients; version {old + 1} appeared on disk (load {load_average()})",
+          flush=True)
+    first_new = None
+    while first_new is None and time.perf_counter() - appeared < 900:
+        time.sleep(0.05)
+        answered = [done for _, done, version in list(events) if version == old + 1]
+        first_new = min(answered) if answered else None
+    if first_new is not None:
+        time.sleep(tail_seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    window_end = (first_new or time.perf_counter()) + tail_seconds
+    steady = [done - sent for sent, done, _ in events if began + 1.0 <= sent and done < copy_started]
+    during = [done - sent for sent, done, _ in events if appeared <= sent < window_end]
+    return {"available": (first_new - appeared) if first_new else float("nan"),
+            "steady": np.array(steady) * 1000, "during": np.array(during) * 1000,
+            "steady_seconds": copy_started - began - 1.0, "during_seconds": window_end - appeared,
+            "load": load_average()}
+
+
+def report_swap(swap: Dict) -> None:
+    steady, during = swap["steady"], swap["during"]
+    print(f"{'window':<11} {'seconds':>8} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}")
+    for label, ms, seconds in (("steady", steady, swap["steady_seconds"]),
+                               ("swap", during, swap["during_seconds"])):
+        print(f"{label:<11} {seconds:>8.1f} {len(ms):>9} {np.percentile(ms, 50):>8.2f} "
+              f"{np.percentile(ms, 99):>8.2f} {len(ms) / seconds:>8.1f}")
+    ratio = np.percentile(during, 99) / np.percentile(steady, 99)
+    available = swap["available"]
+    print(f"new version first answered {available:.2f}s after appearing on disk (target <= 10 s): "
+          f"{'met' if available <= 10 else 'MISSED'} (load {swap['load']})")
+    print(f"p99 during the swap: {ratio:.2f}x steady state (target <= 2x): "
+          f"{'met' if ratio <= 2 else 'MISSED'}; p50 {np.percentile(during, 50) / np.percentile(steady, 50):.2f}x")
 
 
 if __name__ == "__main__":

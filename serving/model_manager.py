@@ -9,6 +9,7 @@ in-flight request returns (reference count), so a swap never fails a request.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import logging
@@ -26,16 +27,16 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 
 from serving.errors import ServingError, not_found
 from serving.signatures import TABLES_INPUT, Signature
+from tablegen_tf.constants import WARMUP_ASSET
 
 log = logging.getLogger("tablegen.serving")
 
 SHARD = re.compile(r"variables\.data-(\d+)-of-(\d+)$")
 MAX_RETRY_SECONDS = 60.0
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 WARMUP_TABLE = '{"table": [{"field": "name", "value": "warm up"}]}'
 
 
-def _register_custom_ops() -> None:
+def register_custom_ops() -> None:
     """The real model uses tensorflow-text ops; without this import the load
     fails with "Op type not registered 'NormalizeUTF8'"."""
     try:
@@ -85,7 +86,7 @@ class LoadedVersion:
     """One loaded SavedModel version with an in-flight count."""
 
     def __init__(self, name: str, version: int, path: str):
-        _register_custom_ops()
+        register_custom_ops()
         self.name, self.version, self.path = name, version, path
         self.signature_defs = read_signature_defs(path)
         self._model = tf.saved_model.load(path)
@@ -95,18 +96,26 @@ class LoadedVersion:
         self._lock = threading.Lock()
         self._on_unload: List[Callable[[], None]] = []
 
-    def warm_up(self) -> int:
+    def warm_up(self) -> Tuple[int, int]:
         """Run each signature once before taking traffic: the first call of a loaded
-        function pays for graph optimisation (~50 ms for a toy model, more for a
-        real one). TF Serving's warmup file is replayed if the export has one."""
+        function pays for graph optimisation (~50 ms for a toy model, seconds for a
+        real one). TF Serving's warmup file is replayed if the export has one.
+        Returns (requests that succeeded, requests)."""
         requests = _warmup_file_requests(self.path) or [
             (name, synthetic_inputs(sig)) for name, sig in self.signatures.items()]
+        succeeded, seconds = 0, collections.Counter()
         for name, arrays in requests:
+            started = time.perf_counter()
             try:
                 self.signature(name).run({k: tf.constant(v) for k, v in arrays.items()})
+                succeeded += 1
             except Exception as error:  # warm-up is best effort
-                log.debug("warm-up of %s/%s failed: %s", self.path, name, error)
-        return len(requests)
+                log.warning("warm-up request to %s/%s failed: %s", self.path, name,
+                            str(error).splitlines()[0] if str(error) else repr(error))
+            seconds[name] += time.perf_counter() - started
+        log.info("warm-up of %s: %s", self.path,
+                 ", ".join(f"{name} {s:.2f}s" for name, s in seconds.items()))
+        return succeeded, len(requests)
 
     def signature(self, name: str) -> Signature:
         key = name or "serving_default"
@@ -159,7 +168,7 @@ def synthetic_inputs(signature: Signature) -> Dict[str, np.ndarray]:
 
 
 def _warmup_file_requests(path: str) -> List[Tuple[str, Dict[str, np.ndarray]]]:
-    warmup = os.path.join(path, WARMUP_FILE)
+    warmup = os.path.join(path, WARMUP_ASSET)
     if not os.path.exists(warmup):
         return []
     requests = []
@@ -175,7 +184,7 @@ def _warmup_file_requests(path: str) -> List[Tuple[str, Dict[str, np.ndarray]]]:
 class ModelManager:
     """Serves the latest ready version under model_dir (= BASE/NAME) and hot-swaps newer ones."""
 
-    def __init__(self, name: str, model_dir: str, poll_seconds: float = 2.0):
+    def __init__(self, name: str, model_dir: str, poll_seconds: float = 1.0):
         self.name = name
         self.model_dir = model_dir
         self.poll_seconds = poll_seconds
@@ -269,7 +278,8 @@ class ModelManager:
         started = time.perf_counter()
         try:
             loaded = LoadedVersion(self.name, version, path)
-            warmups = loaded.warm_up()
+            load_seconds = time.perf_counter() - started
+            succeeded, warmups = loaded.warm_up()
         except Exception as error:  # partial or corrupt export: retry with backoff
             failures = self._retry.get(version, (0.0, 0))[1] + 1
             delay = min(self.poll_seconds * 2 ** failures, MAX_RETRY_SECONDS)
@@ -279,8 +289,9 @@ class ModelManager:
                         str(error).splitlines()[0] if str(error) else repr(error))
             return None
         self._retry.pop(version, None)
-        log.info("model %s version %d loaded and warmed up (%d requests) in %.2fs", self.name,
-                 version, warmups, time.perf_counter() - started)
+        log.info("model %s version %d loaded in %.2fs and warmed up (%d of %d requests) in %.2fs",
+                 self.name, version, load_seconds, succeeded, warmups,
+                 time.perf_counter() - started - load_seconds)
         return loaded
 
     def _swap(self, loaded: LoadedVersion) -> None:

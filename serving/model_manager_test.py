@@ -130,3 +130,30 @@ def test_unloaded_version_memory_is_freed_on_the_poll_thread(manager, base_path,
         assert variable() is None
     finally:
         gc.enable()
+
+
+def test_warm_up_replays_the_tf_serving_warmup_file_that_export_writes(tmp_path, exports):
+    """tablegen_tf.export writes TF Serving's PredictionLog TFRecord; the server replays
+    every request in it (the bad table's assertion failure shows it really ran)."""
+    import numpy as np
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from serving.model_manager import LoadedVersion
+    from tablegen_tf.config import DecodeConfig
+    from tablegen_tf.constants import WARMUP_ASSET
+    from tablegen_tf.export import warmup_requests, write_warmup_requests
+
+    export = tmp_path / "1"
+    shutil.copytree(exports["v1"], export)
+    requests = warmup_requests("tables", testing.sample_tables(3), {"serving_default", "generate"},
+                               DecodeConfig())
+    requests.append(("serving_default", {"tables": np.array(["not a table"], dtype=object)}))
+    assert write_warmup_requests(str(export), requests) == 5
+    logs = [prediction_log_pb2.PredictionLog.FromString(record.numpy())
+            for record in tf.data.TFRecordDataset(str(export / WARMUP_ASSET))]
+    specs = [(log.predict_log.request.model_spec.name, log.predict_log.request.model_spec.signature_name)
+             for log in logs]
+    assert specs == [(MODEL, "serving_default")] * 3 + [(MODEL, "generate"), (MODEL, "serving_default")]
+    assert [len(log.predict_log.request.inputs["tables"].string_val) for log in logs] == [1, 1, 3, 1, 1]
+    assert set(logs[3].predict_log.request.inputs) == {"tables", "beam_size", "max_length", "must_include"}
+    assert LoadedVersion(MODEL, 1, str(export)).warm_up() == (4, 5)

@@ -11,6 +11,7 @@ accepting, lets in-flight requests finish and exits 0. Run standalone with
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import signal
@@ -32,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--model-config-file",
                        help="TF Serving models.config (model_config_list) to serve several models; "
                        "each base_path holds <version>/ directories")
-    model.add_argument("--poll-seconds", type=float, default=2.0,
+    # TF Serving's --file_system_poll_wait_seconds default; a new version is loaded on its
+    # second sighting (unchanged files), so it waits one to two polls before loading.
+    model.add_argument("--poll-seconds", type=float, default=1.0,
                        help="how often to look for new versions (default: %(default)s)")
     net = parser.add_argument_group("network")
     net.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
@@ -201,9 +204,23 @@ def build_server(args) -> ModelServer:
                        tls_from_args(args))
 
 
+def freeze_startup_objects() -> None:
+    """Take everything imported so far out of the garbage collector's reach. The full
+    collection that frees an unloaded version (ModelManager._collect_unloaded), and
+    Python's own oldest-generation collections, otherwise walk the ~440,000 objects of
+    TensorFlow's modules holding the GIL: 1.6-3 s measured on the loaded 2-core host, with
+    every request stalled (the p99 of a version swap). Models loaded later stay collectable."""
+    from serving import model_manager, predictor  # noqa: F401  (imports TensorFlow)
+
+    model_manager.register_custom_ops()
+    gc.collect()
+    gc.freeze()
+
+
 def run(args) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    freeze_startup_objects()
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

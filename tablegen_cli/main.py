@@ -508,7 +508,7 @@ def _run_export(args, _extra) -> int:
         target = next_version_dir(os.path.join(args.serving_base, args.model_name))
     # Write beside, then rename: a polling server never sees a half-written version.
     staging = target.rstrip("/") + ".tmp"
-    export_saved_model(args.model, staging, ensemble=args.ensemble)
+    export_saved_model(args.model, staging, ensemble=args.ensemble, model_name=args.model_name)
     os.replace(staging, target)
     print(f"exported {' + '.join([args.model, *args.ensemble])} -> {target}")
     return 0

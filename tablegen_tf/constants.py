@@ -20,3 +20,7 @@ NEG_INF = float("-inf")
 # A few corpus tables exported beside the SavedModel (one JSON table per line) for the
 # serving try-it page: written by tablegen_tf.export, served by serving.predictor.
 EXAMPLES_ASSET = "assets.extra/tablegen_examples.jsonl"
+
+# TF Serving replays this file (a TFRecord of PredictionLog protos) before a version takes
+# traffic; `tablegen serve` does too. Written by tablegen_tf.export.
+WARMUP_ASSET = "assets.extra/tf_serving_warmup_requests"

@@ -19,6 +19,9 @@ for text-to-text families):
 
 ``assets.extra/tablegen_config.json`` holds the run's merged config, so tools that
 only see the SavedModel (the TFX Evaluator) know its family and example form.
+``assets.extra/tf_serving_warmup_requests`` holds warm-up requests in TF Serving's format,
+so a new version's first real request does not pay for graph optimisation (in TF Serving
+and in ``tablegen serve``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from tablegen_tf.constants import EXAMPLES_ASSET
+from tablegen_tf.constants import EXAMPLES_ASSET, WARMUP_ASSET
 from tablegen_tf.generation import decode_text, explain_text
 
 # beam_size is a graph input, but the search needs a static beam width: one branch
@@ -39,6 +42,10 @@ SUPPORTED_BEAMS = tuple(range(1, 11))
 CONFIG_ASSET = os.path.join("assets.extra", "tablegen_config.json")
 MEMBERS_ASSET = os.path.join("assets.extra", "tablegen_checkpoints.json")  # the checkpoint(s) exported
 EXAMPLE_COUNT = 8  # validation tables shipped as EXAMPLES_ASSET
+# Warm-up input when the run's splits are not readable at export time (a small E2E table).
+BUILTIN_WARMUP_TABLE = json.dumps({"table": [
+    {"field": "name", "value": "The Eagle"}, {"field": "eatType", "value": "coffee shop"},
+    {"field": "food", "value": "French"}, {"field": "area", "value": "riverside"}]})
 
 
 class ServingModule(tf.Module):
@@ -93,7 +100,8 @@ class ServingModule(tf.Module):
         return {"text": text, "score": score}
 
 
-def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = ()) -> str:
+def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = (),
+                       model_name: str = "tablegen") -> str:
     """Writes the SavedModel of a training run's best checkpoint to ``export_dir``; with
     ``ensemble`` (more run directories), of the runs' ensemble (tablegen_tf.ensemble),
     which decodes with ``run_dir``'s config."""
@@ -107,14 +115,20 @@ def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = 
         json.dump(trained.config.to_dict(), handle, indent=2)
     with open(os.path.join(export_dir, MEMBERS_ASSET), "w") as handle:
         json.dump({"checkpoints": trained.checkpoint.split(" + ")}, handle, indent=2)
-    write_examples(trained.featurizer, trained.config.data.valid, export_dir)
+    examples = write_examples(trained.featurizer, trained.config.data.valid, export_dir)
+    # A run without a validation split still warms up on real inputs: its training split's.
+    warmup_inputs = examples or spread_inputs(trained.featurizer, trained.config.data.train)
+    if not warmup_inputs and trained.featurizer.serving_input == "tables":
+        warmup_inputs = [BUILTIN_WARMUP_TABLE]
+    write_warmup_requests(export_dir, warmup_requests(
+        trained.featurizer.serving_input, warmup_inputs, set(module.signatures()), trained.config.decode),
+        model_name)
     return export_dir
 
 
-def write_examples(featurizer, data_dir, export_dir: str, count: int = EXAMPLE_COUNT) -> int:
-    """``count`` distinct inputs spread over the run's validation split, in the serving input
-    form, as EXAMPLES_ASSET (the try-it page's examples); none when the split is not
-    readable here (e.g. exported on another machine than it was trained on)."""
+def spread_inputs(featurizer, data_dir, count: int = EXAMPLE_COUNT) -> list:
+    """``count`` distinct inputs spread over a split, in the serving input form; none when
+    the split is not readable here (e.g. exported on another machine than it was trained on)."""
     from tablegen_tf.data.input_pipeline import list_files
 
     inputs = {}
@@ -125,10 +139,60 @@ def write_examples(featurizer, data_dir, export_dir: str, count: int = EXAMPLE_C
         inputs = {}
     distinct = list(inputs)
     step = max(len(distinct) / count, 1)
-    examples = [distinct[int(i * step)] for i in range(min(count, len(distinct)))]
+    return [distinct[int(i * step)] for i in range(min(count, len(distinct)))]
+
+
+def write_examples(featurizer, data_dir, export_dir: str, count: int = EXAMPLE_COUNT) -> list:
+    """The validation split's spread inputs as EXAMPLES_ASSET (the try-it page's examples)."""
+    examples = spread_inputs(featurizer, data_dir, count)
     with open(os.path.join(export_dir, EXAMPLES_ASSET), "w", encoding="utf-8") as handle:
         handle.writelines(f"{example}\n" for example in examples)
-    return len(examples)
+    return examples
+
+
+def warmup_requests(input_name: str, inputs: Sequence[str], signatures, decode) -> list:
+    """(signature, {input: array}) pairs: for ``serving_default`` the shortest and the
+    longest input alone and all of them as one batch (the batch sizes the server will see);
+    ``explain`` and ``generate`` (at the run's beam and max length) once on the shortest."""
+    import numpy as np
+
+    if not inputs:
+        return []
+    by_length = sorted(inputs, key=len)
+    one = {input_name: np.array([by_length[0]], dtype=object)}
+    requests = [("serving_default", one),
+                ("serving_default", {input_name: np.array([by_length[-1]], dtype=object)}),
+                ("serving_default", {input_name: np.array(by_length, dtype=object)})]
+    if "explain" in signatures:
+        requests.append(("explain", one))
+    if "generate" in signatures:
+        requests.append(("generate", {**one, "beam_size": np.int32(decode.beam_size),
+                                      "max_length": np.int32(decode.max_length),
+                                      "must_include": np.zeros([1, 0], dtype=object)}))
+    return requests
+
+
+def write_warmup_requests(export_dir: str, requests, model_name: str = "tablegen") -> int:
+    """WARMUP_ASSET in TF Serving's format: a TFRecord of PredictionLog, each holding a
+    PredictRequest. TF Serving replays it on load; its model_spec.name is not checked."""
+    from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
+
+    if not requests:
+        return 0
+    path = os.path.join(export_dir, WARMUP_ASSET)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tf.io.TFRecordWriter(path) as writer:
+        for signature, arrays in requests:
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = model_name
+            request.model_spec.signature_name = signature
+            for key, value in arrays.items():
+                dtype = tf.string if value.dtype == object else None  # also for empty arrays
+                request.inputs[key].CopyFrom(tf.make_tensor_proto(value, dtype=dtype))
+            log = prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())
+    return len(requests)
 
 
 def saved_model_config(export_dir: str):
