@@ -276,8 +276,7 @@ def test_finished_entries_leaving_the_batch_change_nothing(all_beams, alpha):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("all_beams", [True, False])
-@pytest.mark.parametrize("alpha", [0.0, 0.8])
+@pytest.mark.parametrize("all_beams,alpha", [(False, 0.0), (True, 0.8)])  # best-only pruning; all beams
 def test_xla_steps_give_the_same_beams(all_beams, alpha):
     # jit_max_batch: a batch of at most that many entries runs each step as one XLA
     # computation; beams, lengths and scores must be those of the graph loop.
