@@ -18,6 +18,13 @@ from tablegen_tf.metrics.slot_graph import KNOWN_ATTRIBUTES, slot_error_kinds, s
 from tablegen_tf.reranking import slot_reranker
 
 
+# Batches of at most this many entries run each beam-search step as one XLA computation
+# (tablegen_tf.decoding.beam_search's ``jit_max_batch``): a one-table request's latency
+# is mostly per-op overhead of ~100 small ops per step. Larger batches take the graph
+# loop, whose finished entries leave the batch (XLA would compile per batch shape).
+JIT_MAX_BATCH = 1
+
+
 def _forbid(step_fn, token_id: int):
     def wrapped(prev_ids, step, state):
         log_probs, state = step_fn(prev_ids, step, state)
@@ -72,7 +79,8 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
             return greedy_search(step_fn, start, state, config.max_length, EOS_ID)
         ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                            length_penalty=config.length_penalty,
-                                           return_all_beams=choose is not None, step_memory=step_memory)
+                                           return_all_beams=choose is not None, step_memory=step_memory,
+                                           jit_max_batch=JIT_MAX_BATCH)
         if choose is not None:
             ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
         return ids, lengths, scores
@@ -176,7 +184,7 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
         return ids[:, None], lengths[:, None], scores[:, None], tf.zeros_like(lengths), memory
     ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                        length_penalty=config.length_penalty, return_all_beams=True,
-                                       step_memory=step_memory)
+                                       step_memory=step_memory, jit_max_batch=JIT_MAX_BATCH)
     choose = slot_reranker(featurizer, features, config.slot_rerank_weight)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])

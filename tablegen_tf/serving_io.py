@@ -58,6 +58,10 @@ LIMITATIONS = (
 # ----------------------------------------------------------------- grammar
 # Separators of the intermediate strings: control characters can neither be
 # raw inside a valid JSON string nor be JSON whitespace.
+# Served tables are padded to a multiple of this many records (mask False): a one-table
+# request's XLA beam steps (tablegen_tf.generation.JIT_MAX_BATCH) then compile once per
+# bucket, not once per record count.
+RECORD_BUCKET = 8
 _SEP = "\x01"
 _WS = r"[ \t\n\r]*"
 _STRING = r'"(?:[^"\\\x00-\x1f\x{D800}-\x{DFFF}]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
@@ -463,7 +467,7 @@ def batched_records_features(
     Runs ``input_pipeline.records_features`` (the training code) on the flat
     records and pads per batch: ids 0, record_mask False, record_value_text "".
     ``max_records`` > 0 keeps each table's first records, like
-    ``InputConfig.max_records``.
+    ``InputConfig.max_records``. The record axis is padded to a multiple of RECORD_BUCKET.
     """
     ragged = records[schema.RECORD_VALUE]
     flat = records_features(vocabs, {key: value.flat_values for key, value in records.items()}, max_position)
@@ -472,8 +476,12 @@ def batched_records_features(
         padded = ragged.with_flat_values(value)
         if max_records:
             padded = padded[:, :max_records]
-        out[key] = padded.to_tensor()
+        out[key] = padded.to_tensor(shape=tf.stack([padded.nrows(), _bucketed(padded.bounding_shape(1))]))
     return out
+
+
+def _bucketed(width):
+    return -(-width // RECORD_BUCKET) * RECORD_BUCKET
 
 
 def serving_records(tables: tf.Tensor, tokenizer: Tokenizer) -> Dict[str, tf.RaggedTensor]:

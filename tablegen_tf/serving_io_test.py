@@ -369,7 +369,8 @@ def test_batched_records_features_match_the_training_pipeline():
                           "record_group", "record_mask", "record_value_text"}
     examples = [ex for ex, _ in build_examples(python_tables(lines), TokenizerConfig())[0]]
     width = max(len(ex.values) for ex in examples)
-    assert dense["record_value"].shape == (len(lines), width)
+    bucket = serving_io.RECORD_BUCKET  # the record axis is padded to a multiple of it
+    assert dense["record_value"].shape == (len(lines), -(-width // bucket) * bucket)
     for b, example in enumerate(examples):
         parsed = tf.io.parse_single_example(example.serialize(), schema.feature_spec())
         single = records_features(vocabs, parsed, 3)
@@ -380,4 +381,5 @@ def test_batched_records_features_match_the_training_pipeline():
             assert (pad == (b"" if value.dtype == tf.string else 0)).all(), key
     truncated = serving_io.batched_records_features(
         vocabs, serving_io.serving_records(tf.constant(lines), TOKENIZER), 3, max_records=2)
-    assert truncated["record_value"].shape == (len(lines), 2)
+    assert truncated["record_value"].shape == (len(lines), bucket)
+    assert truncated["record_mask"].numpy().sum(axis=1).max() == 2

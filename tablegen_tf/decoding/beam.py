@@ -70,6 +70,7 @@ def beam_search(
     return_all_beams: bool = False,
     pad_id: int = 0,
     step_memory=None,
+    jit_max_batch: int = 0,
 ):
     """Beam search over ``step_fn(prev_ids [N], step, state) -> (log_probs [N, W], state)``.
 
@@ -83,6 +84,10 @@ def beam_search(
         ``make_step_fn(memory)``). Then a batch entry whose search is over (what stops the
         loop, for that entry) leaves the batch: the step function runs on the other
         entries' rows only. The same output, except the tokens of dead beams.
+      jit_max_batch: a batch of at most this many entries runs each step (the step
+        function and the beam bookkeeping) as ONE XLA computation instead of ~100 graph
+        ops: what a one-table request's latency is made of (compiled once per shape, i.e.
+        per memory length for a one-table batch); larger batches take the loop above.
 
     Returns:
       ids [B, T] (or [B, K, T]) int32, positions after the end padded with pad_id;
@@ -94,13 +99,14 @@ def beam_search(
     return run_beam_search(
         step_fn, start_ids, initial_state, beam_size, max_length, end_id,
         length_penalty, return_all_beams, pad_id, BeamHooks(),
-        stop_when_best_is_final=not return_all_beams, step_memory=step_memory,
+        stop_when_best_is_final=not return_all_beams, step_memory=step_memory, jit_max_batch=jit_max_batch,
     )[:3]
 
 
 def run_beam_search(
     step_fn, start_ids, initial_state, beam_size, max_length, end_id,
     length_penalty, return_all_beams, pad_id, hooks, stop_when_best_is_final=False, step_memory=None,
+    jit_max_batch=0,
 ):
     """Shared loop; returns (ids, lengths, scores, extra) with extra nested [B, K, ...].
 
@@ -112,9 +118,7 @@ def run_beam_search(
     max_length = tf.convert_to_tensor(max_length, tf.int32)
     batch_size = tf.shape(start_ids)[0]
     k = beam_size
-    compact = step_memory is not None and not hooks.full_width
     penalties = common.penalty_table(max_length, length_penalty)
-    memory, make_step_fn = step_memory if compact else ((), None)
 
     def entry_done(cum, finished):
         """[B]: the search of this batch entry is over."""
@@ -127,66 +131,92 @@ def run_beam_search(
     def cond(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
         return (t < max_length) & ~tf.reduce_all(entry_done(cum, finished))
 
-    def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
-        cand_lengths = lengths + tf.cast(~finished, tf.int32)  # [B, K]
-        if compact:
-            # prev_ids, state and memory hold the rows of the live entries only; the
-            # others keep their beams (parent = itself, token pad_id).
-            log_probs, state = make_step_fn(memory)(prev_ids, t, state)  # [A*K, W]
-            rows = live[:, None]
-            live_cum, live_parent, live_token, _ = _select_per_beam_first(
-                log_probs, tf.gather(cum, live), tf.gather(finished, live), tf.gather(cand_lengths, live),
-                tf.shape(live)[0], k, length_penalty, penalties, pad_id)
-            parent = tf.tensor_scatter_nd_update(tf.tile(tf.range(k)[None, :], [batch_size, 1]), rows, live_parent)
-            token = tf.tensor_scatter_nd_update(tf.fill([batch_size, k], pad_id), rows, live_token)
-            cum, valid = tf.tensor_scatter_nd_update(cum, rows, live_cum), tf.ones_like(token, tf.bool)
-        elif hooks.full_width:
-            log_probs, state = step_fn(prev_ids, t, state)  # [N, W]
-            cum, parent, token, valid = _select_full_width(
-                log_probs, cum, finished, cand_lengths, extra, hooks, batch_size, k, length_penalty, penalties, pad_id)
-        else:
-            log_probs, state = step_fn(prev_ids, t, state)  # [N, W]
-            cum, parent, token, valid = _select_per_beam_first(
-                log_probs, cum, finished, cand_lengths, batch_size, k, length_penalty, penalties, pad_id)
+    def search(jit_step):
+        """-> (cum, lengths, extra, ids [B, K, T]) of the loop, each step as ONE XLA
+        computation (``jit_step``) or as graph ops."""
+        compact = step_memory is not None and not hooks.full_width and not jit_step
+        memory, make_step_fn = step_memory if compact else ((), None)
 
-        def by_parent(x):
-            return tf.gather(x, parent, batch_dims=1)
+        @tf.function(jit_compile=True, autograph=False)
+        def fused_step(prev_ids, t, state, cum, finished, lengths):
+            cand_lengths = lengths + tf.cast(~finished, tf.int32)
+            log_probs, state = step_fn(prev_ids, t, state)
+            cum, parent, token, _ = _select_per_beam_first(
+                log_probs, cum, finished, cand_lengths, tf.shape(cum)[0], k, length_penalty, penalties, pad_id)
+            finished = tf.gather(finished, parent, batch_dims=1) | tf.equal(token, end_id)
+            lengths = tf.gather(cand_lengths, parent, batch_dims=1)
+            return token, parent, cum, finished, lengths, common.gather_beams(state, parent, k)
 
-        cum = tf.where(valid, cum, common.NEG_INF)
-        prev_finished = by_parent(finished)
-        extra = hooks.update_extra(tf.nest.map_structure(by_parent, extra), token, prev_finished)
-        finished = prev_finished | tf.equal(token, end_id)
-        if compact:
-            prev_ids, state, live, memory = _leave_batch(
-                live, memory, state, live_parent, live_token, entry_done(cum, finished), k)
-        else:
-            prev_ids, state = tf.reshape(token, [-1]), common.gather_beams(state, parent, k)
-        return (
-            t + 1, prev_ids, state, cum, finished, by_parent(cand_lengths),
-            extra, ids_ta.write(t, token), parents_ta.write(t, parent), live, memory,
+        def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
+            if jit_step:
+                token, parent, cum, finished, lengths, state = fused_step(prev_ids, t, state, cum, finished, lengths)
+                return (t + 1, tf.reshape(token, [-1]), state, cum, finished, lengths,
+                        extra, ids_ta.write(t, token), parents_ta.write(t, parent), live, memory)
+            cand_lengths = lengths + tf.cast(~finished, tf.int32)  # [B, K]
+            if compact:
+                # prev_ids, state and memory hold the rows of the live entries only; the
+                # others keep their beams (parent = itself, token pad_id).
+                log_probs, state = make_step_fn(memory)(prev_ids, t, state)  # [A*K, W]
+                rows = live[:, None]
+                live_cum, live_parent, live_token, _ = _select_per_beam_first(
+                    log_probs, tf.gather(cum, live), tf.gather(finished, live), tf.gather(cand_lengths, live),
+                    tf.shape(live)[0], k, length_penalty, penalties, pad_id)
+                parent = tf.tensor_scatter_nd_update(tf.tile(tf.range(k)[None, :], [batch_size, 1]), rows, live_parent)
+                token = tf.tensor_scatter_nd_update(tf.fill([batch_size, k], pad_id), rows, live_token)
+                cum, valid = tf.tensor_scatter_nd_update(cum, rows, live_cum), tf.ones_like(token, tf.bool)
+            elif hooks.full_width:
+                log_probs, state = step_fn(prev_ids, t, state)  # [N, W]
+                cum, parent, token, valid = _select_full_width(
+                    log_probs, cum, finished, cand_lengths, extra, hooks, batch_size, k, length_penalty, penalties,
+                    pad_id)
+            else:
+                log_probs, state = step_fn(prev_ids, t, state)  # [N, W]
+                cum, parent, token, valid = _select_per_beam_first(
+                    log_probs, cum, finished, cand_lengths, batch_size, k, length_penalty, penalties, pad_id)
+
+            def by_parent(x):
+                return tf.gather(x, parent, batch_dims=1)
+
+            cum = tf.where(valid, cum, common.NEG_INF)
+            prev_finished = by_parent(finished)
+            extra = hooks.update_extra(tf.nest.map_structure(by_parent, extra), token, prev_finished)
+            finished = prev_finished | tf.equal(token, end_id)
+            if compact:
+                prev_ids, state, live, memory = _leave_batch(
+                    live, memory, state, live_parent, live_token, entry_done(cum, finished), k)
+            else:
+                prev_ids, state = tf.reshape(token, [-1]), common.gather_beams(state, parent, k)
+            return (
+                t + 1, prev_ids, state, cum, finished, by_parent(cand_lengths),
+                extra, ids_ta.write(t, token), parents_ta.write(t, parent), live, memory,
+            )
+
+        # Only beam 0 alive at the start: the first top_k then picks K distinct tokens.
+        first_alive = tf.one_hot(0, k, on_value=0.0, off_value=common.NEG_INF)  # [K]
+        loop_vars = (
+            tf.constant(0),
+            tf.repeat(start_ids, k),  # [N]
+            common.tile_batch(initial_state, k),
+            tf.tile(first_alive[None, :], [batch_size, 1]),  # cum log-probs [B, K]
+            tf.zeros([batch_size, k], tf.bool),
+            tf.zeros([batch_size, k], tf.int32),
+            hooks.initial_extra(batch_size, k),
+            _time_array(),
+            _time_array(),
+            tf.range(batch_size),  # live batch entries (compact search)
+            memory,
         )
+        _, _, _, cum, _, lengths, extra, ids_ta, parents_ta, _, _ = tf.while_loop(
+            cond, body, loop_vars,
+            shape_invariants=common.loop_invariants(loop_vars),
+            maximum_iterations=max_length,
+        )
+        return cum, lengths, extra, _backtrack(ids_ta, parents_ta, lengths, batch_size, k, pad_id)
 
-    # Only beam 0 alive at the start: the first top_k then picks K distinct tokens.
-    first_alive = tf.one_hot(0, k, on_value=0.0, off_value=common.NEG_INF)  # [K]
-    loop_vars = (
-        tf.constant(0),
-        tf.repeat(start_ids, k),  # [N]
-        common.tile_batch(initial_state, k),
-        tf.tile(first_alive[None, :], [batch_size, 1]),  # cum log-probs [B, K]
-        tf.zeros([batch_size, k], tf.bool),
-        tf.zeros([batch_size, k], tf.int32),
-        hooks.initial_extra(batch_size, k),
-        _time_array(),
-        _time_array(),
-        tf.range(batch_size),  # live batch entries (compact search)
-        memory,
-    )
-    _, _, _, cum, _, lengths, extra, ids_ta, parents_ta, _, _ = tf.while_loop(
-        cond, body, loop_vars,
-        shape_invariants=common.loop_invariants(loop_vars),
-        maximum_iterations=max_length,
-    )
-    ids = _backtrack(ids_ta, parents_ta, lengths, batch_size, k, pad_id)  # [B, K, T]
+    if jit_max_batch > 0 and not hooks.full_width:
+        cum, lengths, extra, ids = tf.cond(batch_size <= jit_max_batch, lambda: search(True), lambda: search(False))
+    else:
+        cum, lengths, extra, ids = search(False)
     # The last top_k already sorted beams by the ranking key: beam 0 is the best.
     scores = common.normalise(cum, lengths, length_penalty)
     if return_all_beams:

@@ -274,3 +274,23 @@ def test_finished_entries_leaving_the_batch_change_nothing(all_beams, alpha):
     kept, left = both()
     for a, b in zip(kept, left):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("all_beams,alpha", [(False, 0.0), (True, 0.8)])  # best-only pruning; all beams
+def test_xla_steps_give_the_same_beams(all_beams, alpha):
+    # jit_max_batch: a batch of at most that many entries runs each step as one XLA
+    # computation; beams, lengths and scores must be those of the graph loop.
+    table = random_table(3, vocab=9, width=12)
+    starts = tf.constant([START, 4, 5])
+
+    @tf.function
+    def both(starts):
+        model = MarkovModel(table)
+        search = lambda jit: beam_search(  # noqa: E731
+            model.step_fn, starts, model.initial_state(starts), 4, 10, END, alpha, all_beams, jit_max_batch=jit)
+        return search(0), search(3)
+
+    for batch in (starts[:1], starts):  # one entry (the latency path) and a small batch
+        plain, jitted = both(batch)
+        for a, b in zip(plain, jitted):
+            np.testing.assert_array_equal(a, b)

@@ -97,3 +97,25 @@ def test_saved_model_round_trip(tmp_path):
     ops = exported_op_types(tmp_path)
     assert {"StatelessWhile", "TopKV2", "TensorListSetItem"} <= ops
     assert not [op for op in ops if ">" in op]
+
+
+class XlaStepDecoder(FakeDecoder):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32, name="start_ids")])
+    def beam(self, start_ids):
+        model = self._model()
+        ids, lengths, scores = beam_search(
+            model.step_fn, start_ids, model.initial_state(start_ids), 4, 7, END, length_penalty=0.6, return_all_beams=True,
+            jit_max_batch=1)
+        return {"ids": ids, "lengths": lengths, "scores": scores}
+
+
+def test_xla_steps_survive_the_saved_model(tmp_path):
+    # One-entry requests run each beam step as an XLA computation (jit_max_batch): it must
+    # load and run from the SavedModel's signature and decode as the graph loop does.
+    module = XlaStepDecoder(random_table(1, vocab=7, width=9))
+    tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": module.beam})
+    served = tf.saved_model.load(str(tmp_path)).signatures["serving_default"]
+    plain = FakeDecoder(random_table(1, vocab=7, width=9))
+    for start in ([START], [START, 4]):  # XLA steps, then the graph loop
+        expected = plain.beam(tf.constant(start), tf.constant(7))
+        assert_same(served(start_ids=tf.constant(start)), expected)
