@@ -62,13 +62,14 @@ def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, t
 
 
 def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
-               strict: bool = True, choose=None):
+               strict: bool = True, choose=None, jit_max_batch: int = JIT_MAX_BATCH):
     """-> (ids [B, L] over the extended vocabulary, lengths [B], scores [B], memory).
 
     ``must_include``: constraint ids [B, C] (-1 pad) or (ids, continues [B, C]) for
     phrases (tablegen_tf.decoding.constrained); ``strict``: an output that misses a
     constraint is an InvalidArgumentError, never a silent miss; ``choose``: picks one of
-    the K beams (tablegen_tf.reranking) instead of the best-scored one."""
+    the K beams (tablegen_tf.reranking) instead of the best-scored one; ``jit_max_batch``:
+    0 for inputs whose memory axis is not padded to buckets (XLA would compile per length)."""
     beam = int(config.beam_size)
     choose = choose if beam > 1 else None
     memory, state, start, step_fn, step_memory = search_inputs(
@@ -80,7 +81,7 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
         ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                            length_penalty=config.length_penalty,
                                            return_all_beams=choose is not None, step_memory=step_memory,
-                                           jit_max_batch=JIT_MAX_BATCH)
+                                           jit_max_batch=jit_max_batch)
         if choose is not None:
             ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
         return ids, lengths, scores

@@ -55,13 +55,14 @@ LIMITATIONS = (
     "not accepted: deeper nesting, NaN/Infinity"
 )
 
-# ----------------------------------------------------------------- grammar
-# Separators of the intermediate strings: control characters can neither be
-# raw inside a valid JSON string nor be JSON whitespace.
 # Served tables are padded to a multiple of this many records (mask False): a one-table
 # request's XLA beam steps (tablegen_tf.generation.JIT_MAX_BATCH) then compile once per
 # bucket, not once per record count.
 RECORD_BUCKET = 8
+
+# ----------------------------------------------------------------- grammar
+# Separators of the intermediate strings: control characters can neither be
+# raw inside a valid JSON string nor be JSON whitespace.
 _SEP = "\x01"
 _WS = r"[ \t\n\r]*"
 _STRING = r'"(?:[^"\\\x00-\x1f\x{D800}-\x{DFFF}]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'

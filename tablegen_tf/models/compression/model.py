@@ -454,7 +454,9 @@ class SentenceCompression(GenerationModel):
 
         def compress(sentences):
             features = module.featurizer.serving_features(sentences)
-            ids, lengths, scores, _ = decode_ids(self, features, module.decode)
+            # No XLA steps: the source axis is each batch's longest sentence (keep_mask is per
+            # source token), so a one-sentence search would compile once per sentence length.
+            ids, lengths, scores, _ = decode_ids(self, features, module.decode, jit_max_batch=0)
             text = module.featurizer.output_text(features, ids, lengths)
             valid = tf.sequence_mask(lengths, tf.shape(ids)[1]) & (ids >= vocab)
             width = tf.shape(features["source_ids"])[1]
