@@ -25,6 +25,10 @@ from tablegen_tf.reranking import slot_reranker
 JIT_MAX_BATCH = 1
 
 
+def _jit_max_batch(model, requested: int) -> int:
+    return requested if getattr(model, "xla_decoding_steps", True) else 0
+
+
 def _forbid(step_fn, token_id: int):
     def wrapped(prev_ids, step, state):
         log_probs, state = step_fn(prev_ids, step, state)
@@ -81,7 +85,7 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
         ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                            length_penalty=config.length_penalty,
                                            return_all_beams=choose is not None, step_memory=step_memory,
-                                           jit_max_batch=jit_max_batch)
+                                           jit_max_batch=_jit_max_batch(model, jit_max_batch))
         if choose is not None:
             ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
         return ids, lengths, scores
@@ -185,7 +189,7 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
         return ids[:, None], lengths[:, None], scores[:, None], tf.zeros_like(lengths), memory
     ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                        length_penalty=config.length_penalty, return_all_beams=True,
-                                       step_memory=step_memory, jit_max_batch=JIT_MAX_BATCH)
+                                       step_memory=step_memory, jit_max_batch=_jit_max_batch(model, JIT_MAX_BATCH))
     choose = slot_reranker(featurizer, features, config.slot_rerank_weight)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])

@@ -45,6 +45,9 @@ class GenerationModel(keras.Model):
     has_planning_stage = False
     supports_tbptt = False
     reports_perplexity = False  # token_nll exists: evaluate reports per-token perplexity
+    # The step function compiles with XLA (tablegen_tf.generation.JIT_MAX_BATCH): False for
+    # families whose step calls Python (tf.numpy_function), which XLA cannot compile.
+    xla_decoding_steps = True
 
     @classmethod
     def from_config_sections(cls, family, config, vocab_sizes: Dict[str, int]) -> "GenerationModel":

@@ -187,6 +187,7 @@ class KNModel(GenerationModel):
     """A fitted NLTK Kneser-Ney LM behind the decoding contract (no trainable weights)."""
 
     reports_perplexity = True
+    xla_decoding_steps = False  # the step looks the LM up with tf.numpy_function
 
     def __init__(self, words: Sequence[str], fields: Sequence[str], lm, order=5, template=False, **kwargs):
         super().__init__(**kwargs)
