@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     def constrained(batch, phrases):
         """-> (text [B], the search's own satisfied flag [B], refused [B])."""
         constraints, continues, unknown = featurizer.constraint_phrases(batch, phrases)
-        _, state, start, step_fn = search_inputs(model, batch, decode, tiled=True)
+        _, state, start, step_fn, _ = search_inputs(model, batch, decode, tiled=True)
         ids, lengths, _, satisfied = constrained_beam_search(
             step_fn, start, state, constraints, args.beam, decode.max_length,
             EOS_ID, length_penalty=decode.length_penalty, continues=continues)
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     @tf.function(reduce_retracing=True)
     def legacy(batch, phrases):  # single-token constraints only (phrases are split into words)
         constraints, _, _ = featurizer.constraint_phrases(batch, phrases)
-        _, state, start, step_fn = search_inputs(model, batch, decode, tiled=True)
+        _, state, start, step_fn, _ = search_inputs(model, batch, decode, tiled=True)
         ids, lengths, _, _ = legacy_search(step_fn, start, state, constraints, args.beam, decode.max_length, EOS_ID,
                                            length_penalty=decode.length_penalty)
         return featurizer.output_text(batch, ids, lengths)

@@ -35,6 +35,10 @@ class EnsembleModel(GenerationModel):
             raise ValueError("an ensemble needs at least two members")
         self.members = list(members)
 
+    @property
+    def xla_decoding_steps(self):
+        return all(member.xla_decoding_steps for member in self.members)
+
     def build(self, *args, **kwargs):
         self.built = True
 

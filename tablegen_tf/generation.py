@@ -25,8 +25,8 @@ from tablegen_tf.reranking import slot_reranker
 JIT_MAX_BATCH = 1
 
 
-def _jit_max_batch(model, requested: int) -> int:
-    return requested if getattr(model, "xla_decoding_steps", True) else 0
+def _jit_max_batch(model) -> int:
+    return JIT_MAX_BATCH if model.xla_decoding_steps else 0
 
 
 def _forbid(step_fn, token_id: int):
@@ -40,12 +40,10 @@ def _forbid(step_fn, token_id: int):
     return wrapped
 
 
-def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool,
-                  with_step_memory: bool = False):
-    """-> (memory, initial state [B, ...], start ids [B], step_fn) for a search over the
-    family's contract; ``tiled``: the step function reads memory tiled to beam_size rows.
-    ``with_step_memory``: also beam_search's ``step_memory`` (None when the family has no
-    ``decoding_memory``)."""
+def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool):
+    """-> (memory, initial state [B, ...], start ids [B], step_fn, step_memory) for a search
+    over the family's contract; ``tiled``: the step function reads memory tiled to beam_size
+    rows; ``step_memory``: beam_search's (None when the family has no ``decoding_memory``)."""
     memory = model.encode(features, training=False)
     state = model.initial_decoding_state(memory)
     batch_size = tf.shape(tf.nest.flatten(state)[0])[0]
@@ -58,26 +56,23 @@ def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, t
     step_memory = model.decoding_memory(memory) if tiled else None
     if step_memory is None:
         step_fn = make_step_fn(model.tile(memory, int(config.beam_size)) if tiled else memory)
-        return (memory, state, start, step_fn, None) if with_step_memory else (memory, state, start, step_fn)
+        return memory, state, start, step_fn, None
     step_memory = model.tile(step_memory, int(config.beam_size))
-    step_fn = make_step_fn(step_memory)
-    return (memory, state, start, step_fn, (step_memory, make_step_fn)) if with_step_memory else (
-        memory, state, start, step_fn)
+    return memory, state, start, make_step_fn(step_memory), (step_memory, make_step_fn)
 
 
 def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
-               strict: bool = True, choose=None, jit_max_batch: int = JIT_MAX_BATCH):
+               strict: bool = True, choose=None):
     """-> (ids [B, L] over the extended vocabulary, lengths [B], scores [B], memory).
 
     ``must_include``: constraint ids [B, C] (-1 pad) or (ids, continues [B, C]) for
     phrases (tablegen_tf.decoding.constrained); ``strict``: an output that misses a
     constraint is an InvalidArgumentError, never a silent miss; ``choose``: picks one of
-    the K beams (tablegen_tf.reranking) instead of the best-scored one; ``jit_max_batch``:
-    0 for inputs whose memory axis is not padded to buckets (XLA would compile per length)."""
+    the K beams (tablegen_tf.reranking) instead of the best-scored one."""
     beam = int(config.beam_size)
     choose = choose if beam > 1 else None
     memory, state, start, step_fn, step_memory = search_inputs(
-        model, features, config, tiled=beam > 1 or must_include is not None, with_step_memory=True)
+        model, features, config, tiled=beam > 1 or must_include is not None)
 
     def unconstrained():
         if beam <= 1:
@@ -85,7 +80,7 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
         ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                            length_penalty=config.length_penalty,
                                            return_all_beams=choose is not None, step_memory=step_memory,
-                                           jit_max_batch=_jit_max_batch(model, jit_max_batch))
+                                           jit_max_batch=_jit_max_batch(model))
         if choose is not None:
             ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
         return ids, lengths, scores
@@ -182,14 +177,13 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
     """``decode_ids`` without constraints, keeping all K beams: -> (ids [B, K, T], lengths and
     scores [B, K], chosen [B] int32 (the beam ``decode_text`` returns), memory)."""
     beam = int(config.beam_size)
-    memory, state, start, step_fn, step_memory = search_inputs(model, features, config, tiled=beam > 1,
-                                                               with_step_memory=True)
+    memory, state, start, step_fn, step_memory = search_inputs(model, features, config, tiled=beam > 1)
     if beam <= 1:
         ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
         return ids[:, None], lengths[:, None], scores[:, None], tf.zeros_like(lengths), memory
     ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                        length_penalty=config.length_penalty, return_all_beams=True,
-                                       step_memory=step_memory, jit_max_batch=_jit_max_batch(model, JIT_MAX_BATCH))
+                                       step_memory=step_memory, jit_max_batch=_jit_max_batch(model))
     choose = slot_reranker(featurizer, features, config.slot_rerank_weight)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])

@@ -45,8 +45,10 @@ class GenerationModel(keras.Model):
     has_planning_stage = False
     supports_tbptt = False
     reports_perplexity = False  # token_nll exists: evaluate reports per-token perplexity
-    # The step function compiles with XLA (tablegen_tf.generation.JIT_MAX_BATCH): False for
-    # families whose step calls Python (tf.numpy_function), which XLA cannot compile.
+    # One-entry searches run each step as one XLA computation (tablegen_tf.generation.
+    # JIT_MAX_BATCH). False where the step calls Python (tf.numpy_function: XLA cannot compile
+    # it) or where served inputs' memory axis is not padded to buckets (XLA would compile once
+    # per input length).
     xla_decoding_steps = True
 
     @classmethod

@@ -112,6 +112,9 @@ def reinforce_surrogate(signal, baseline, log_q):
                 description="semi-supervised ASC+FSC (Miao & Blunsom 2016, eq. 24)")
 class SentenceCompression(GenerationModel):
     reports_perplexity = True
+    # The served source axis is the batch's longest sentence (keep_mask is per source token),
+    # not bucketed: XLA steps would compile once per sentence length.
+    xla_decoding_steps = False
 
     def __init__(self, word_vocab_size, objective="fsc", word_dim=100, hidden_size=128, attention_size=128,
                  decoding="extractive", kl_weight=0.1, samples=2, baseline_hidden=64, asc_weight=1.0,
@@ -454,9 +457,7 @@ class SentenceCompression(GenerationModel):
 
         def compress(sentences):
             features = module.featurizer.serving_features(sentences)
-            # No XLA steps: the source axis is each batch's longest sentence (keep_mask is per
-            # source token), so a one-sentence search would compile once per sentence length.
-            ids, lengths, scores, _ = decode_ids(self, features, module.decode, jit_max_batch=0)
+            ids, lengths, scores, _ = decode_ids(self, features, module.decode)
             text = module.featurizer.output_text(features, ids, lengths)
             valid = tf.sequence_mask(lengths, tf.shape(ids)[1]) & (ids >= vocab)
             width = tf.shape(features["source_ids"])[1]

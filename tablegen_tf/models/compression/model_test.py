@@ -193,7 +193,7 @@ def test_compression_config_ranks_compressions_by_a_length_normalised_score():
     assert decode.length_penalty == pytest.approx(1.25)
     model, batch = tiny(), toy_batch()
     ids, lengths, scores, _ = decode_ids(model, batch, dataclasses.replace(decode, max_length=12))
-    _, state, prev, step_fn = search_inputs(model, batch, decode, tiled=False)
+    _, state, prev, step_fn, _ = search_inputs(model, batch, decode, tiled=False)
     ids, lengths = ids.numpy(), lengths.numpy()
     summed = np.zeros(3)
     for j in range(ids.shape[1]):
