@@ -121,6 +121,34 @@ class FormatReader:
         raise NotImplementedError
 
 
+class LineFormatReader(FormatReader):
+    """A format of one example per non-blank line of each input file (``*.gz`` read compressed)."""
+
+    extensions: Tuple[str, ...] = ()
+    id_prefix = ""  # example ids are "<id_prefix>:<split>:<file stem>:<line>"
+
+    def input_units(self, path: str, split: str) -> List[str]:
+        return file_or_files_in(path, self.extensions)
+
+    def read(self, unit: str, split: str) -> Iterator[Parsed]:
+        stem = os.path.basename(unit).split(".")[0]
+        with open_maybe_gzip(unit) as handle:
+            for line, raw in enumerate(handle, 1):
+                if raw.strip():
+                    yield self.parse_line(raw, line, unit, f"{self.id_prefix or self.name}:{split}:{stem}:{line}")
+
+    def parse_line(self, raw: bytes, line: int, path: str, example_id: str) -> Parsed:
+        raise NotImplementedError
+
+
+def decode_line(raw: bytes, line: int, path: str) -> Union[str, Rejection]:
+    """The line as text without its line break, or the Rejection of a line that is not UTF-8."""
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as error:
+        return Rejection(path, line, f"not UTF-8: {error}", raw.decode("utf-8", "replace"))
+
+
 def infer_split(path: str) -> str:
     """train / valid / test from a path ("devset.csv" -> valid)."""
     name = os.path.basename(os.path.normpath(path)).lower()

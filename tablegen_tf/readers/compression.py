@@ -17,7 +17,9 @@ from __future__ import annotations
 import os
 from typing import Iterator, List
 
-from tablegen_tf.readers.base import FormatReader, Parsed, RawText, Rejection, file_or_files_in, open_maybe_gzip
+from tablegen_tf.readers.base import (
+    FormatReader, Parsed, RawText, Rejection, decode_line, file_or_files_in, open_maybe_gzip,
+)
 
 HEADER = ("original", "compressed")
 VALID_ROWS = 1025  # ~2% of pairs are not deletions (dead letters): >= 1,000 valid examples remain
@@ -61,10 +63,9 @@ class CompressionReader(FormatReader):
 
 
 def _row(raw: bytes, line: int, path: str, example_id: str) -> Parsed:
-    try:
-        text = raw.decode("utf-8").rstrip("\r\n")
-    except UnicodeDecodeError as error:
-        return Rejection(path, line, f"not UTF-8: {error}", raw.decode("utf-8", "replace"))
+    text = decode_line(raw, line, path)
+    if isinstance(text, Rejection):
+        return text
     columns = [c.strip() for c in text.split("\t")]
     if len(columns) != 2:
         return Rejection(path, line, f"expected 2 tab-separated columns (original, compressed), got {len(columns)}",

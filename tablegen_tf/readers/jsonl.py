@@ -15,17 +15,16 @@ from __future__ import annotations
 import glob
 import json
 import os
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from tablegen_tf.readers.base import (
-    FormatReader,
     InputError,
+    LineFormatReader,
     Parsed,
     RawItem,
     RawTable,
     Rejection,
     infer_split,
-    open_maybe_gzip,
     require_exists,
 )
 
@@ -92,7 +91,7 @@ def parse_entry(entry: Any) -> Tuple[List[RawItem], List[str], str]:
     return (items, texts, error) if not error else ([], [], error)
 
 
-class JsonlReader(FormatReader):
+class JsonlReader(LineFormatReader):
     name = "jsonl"
 
     def input_units(self, path: str, split: str) -> List[str]:
@@ -106,12 +105,8 @@ class JsonlReader(FormatReader):
             raise InputError(f"JSONL directory {path} has no *.jsonl(.gz) file for split {split!r}")
         return files
 
-    def read(self, unit: str, split: str) -> Iterator[Parsed]:
-        stem = os.path.basename(unit).split(".")[0]
-        with open_maybe_gzip(unit) as f:
-            for line, raw in enumerate(f, 1):
-                if raw.strip():
-                    yield _row(raw, line, unit, f"jsonl:{split}:{stem}:{line}")
+    def parse_line(self, raw: bytes, line: int, path: str, example_id: str) -> Parsed:
+        return _row(raw, line, path, example_id)
 
 
 def _row(raw: bytes, line: int, path: str, default_id: str) -> Parsed:

@@ -18,34 +18,23 @@ import hashlib
 import os
 from typing import Iterator, List
 
-from tablegen_tf.readers.base import FormatReader, Parsed, RawText, Rejection, file_or_files_in, open_maybe_gzip
-
-_EXTENSIONS = (".txt", ".gz")
+from tablegen_tf.readers.base import LineFormatReader, Parsed, RawText, Rejection, decode_line
 
 
-class SentencesReader(FormatReader):
+class SentencesReader(LineFormatReader):
     name = "sentences"
     example_form = "text"
+    extensions = (".txt", ".gz")
+    id_prefix = "sentences"  # also for sentences-hashed: its ids name the same sentences
 
-    def input_units(self, path: str, split: str) -> List[str]:
-        return file_or_files_in(path, _EXTENSIONS)
-
-    def read(self, unit: str, split: str) -> Iterator[Parsed]:
-        stem = os.path.basename(unit).split(".")[0]
-        with open_maybe_gzip(unit) as handle:
-            for line, raw in enumerate(handle, 1):
-                if raw.strip():
-                    yield _sentence(raw, line, unit, f"sentences:{split}:{stem}:{line}")
-
-
-def _sentence(raw: bytes, line: int, path: str, example_id: str) -> Parsed:
-    try:
-        text = raw.decode("utf-8").strip()
-    except UnicodeDecodeError as error:
-        return Rejection(path, line, f"not UTF-8: {error}", raw.decode("utf-8", "replace"))
-    if "\t" in text:
-        return Rejection(path, line, "a tab in a sentence (tab-separated pairs are --format text-pairs)", text)
-    return RawText(example_id=example_id, source=f"{path}:{line}", source_text=text, texts=[text])
+    def parse_line(self, raw: bytes, line: int, path: str, example_id: str) -> Parsed:
+        text = decode_line(raw, line, path)
+        if isinstance(text, Rejection):
+            return text
+        text = text.strip()
+        if "\t" in text:
+            return Rejection(path, line, "a tab in a sentence (tab-separated pairs are --format text-pairs)", text)
+        return RawText(example_id=example_id, source=f"{path}:{line}", source_text=text, texts=[text])
 
 
 HASH_BUCKETS = 20
