@@ -9,13 +9,24 @@ field.  Reference orders (``--orders``):
 * ``text``: the order in which the reference mentions the table's values, found by the E2E
   slot patterns of tablegen_tf.metrics.slot_metrics (paraphrases included: familyFriendly
   "yes" is "kid friendly", never the word "yes");
+* ``values``: the content plan where the corpus has one, else the order in which the
+  reference's tokens first match each field's value words (links.value_mention_order: longest
+  run of value tokens, function words alone never count), for corpora that copy their values
+  (WikiBio: multi-token names, dates, places);
 * ``alignment``: the content plan, else the copy alignment of the prepared data (target
   tokens equal to a value token), consecutive repeats merged.  It misses every paraphrased
   value: on E2E it finds familyFriendly in 437 of 39,874 references, the text order in 20,740;
-* ``auto`` (default): ``text`` for E2E-style tables, else ``alignment``.
+  a shared token ("," or a year) places every field holding it;
+* ``auto`` (default): ``text`` for E2E-style tables, else ``values``.
+
+With many fields (WikiBio) ``--fields N`` keeps the per-from-field rows, the measures on them
+and the greedy order to the N fields most references mention; the next-field accuracy and
+the top transitions overall (``--transitions K``) use every field.
 
     .venv/bin/python benchmarks/order_planning_links.py --model runs/op-e2e/t3_copy_hybrid \
         --data runs/data/e2e-sel/train
+    .venv/bin/python benchmarks/order_planning_links.py --model runs/op-wikibio/copy_hybrid \
+        --data runs/data/wikibio-sel/train --fields 15 --transitions 15
 """
 
 import argparse
@@ -36,7 +47,7 @@ def reference_orders(data_dir, limit, source="auto", vocabulary=None):
     """-> (orders, tables, used): per example its field order and {field: table tokens}.  With
     ``vocabulary`` (the model's field names) a field outside it is named <unk>, as the model sees it."""
     spec = {key: tf.io.VarLenFeature(tf.string) for key in (schema.RECORD_FIELD, schema.RECORD_VALUE,
-                                                            schema.REFERENCES)}
+                                                            schema.REFERENCES, schema.TARGET_TOKENS)}
     spec.update({key: tf.io.VarLenFeature(tf.int64) for key in (schema.CONTENT_PLAN, schema.COPY_INDICES)})
     files = sorted(glob.glob(os.path.join(data_dir, "examples-*.tfrecord*")))
     if not files:
@@ -52,6 +63,9 @@ def reference_orders(data_dir, limit, source="auto", vocabulary=None):
         if source == "text" or (source == "auto" and slot_metrics.is_e2e_table(slots) and references):
             order = _text_order(slots, references[0] if references else "")
             used["text"] += 1
+        elif source in ("auto", "values") and not len(parsed[schema.CONTENT_PLAN]):
+            order = link_report.value_mention_order(fields, values, [t.decode() for t in parsed[schema.TARGET_TOKENS]])
+            used["value words"] += 1
         else:
             order = _aligned_order(fields, parsed[schema.CONTENT_PLAN], parsed[schema.COPY_INDICES])
             used["alignment"] += 1
@@ -144,6 +158,26 @@ def print_rows(matrix, field_ids, transitions, top):
           f"largest entry agrees for {hits}/{len(field_ids)} from-fields")
 
 
+def print_top_transitions(matrix, field_ids, transitions, count):
+    """L's largest off-diagonal entries beside the references' most frequent transitions, each
+    with its rank on the other side."""
+    learnt = link_report.top_transitions(matrix, field_ids, len(field_ids) ** 2)
+    learnt_rank = {(a, b): k + 1 for k, (a, b, _) in enumerate(learnt)}
+    counted = sorted(((pair, n) for pair, n in transitions.items() if pair[0] != pair[1]
+                      and pair[0] in field_ids and pair[1] in field_ids), key=lambda item: (-item[1], item[0]))
+    reference_rank = {pair: k + 1 for k, (pair, _) in enumerate(counted)}
+    total = sum(n for _, n in counted)
+    print(f"\ntop {count} transitions over {len(field_ids)} fields "
+          f"(rank on the other side; {len(learnt):,} off-diagonal entries, {len(counted):,} distinct reference ones)")
+    left = [f"{a} > {b} {v:+.3f} (ref. #{reference_rank.get((a, b), '-')})" for a, b, v in learnt[:count]]
+    right = [f"{a} > {b} {n / total:.1%} (L #{learnt_rank[(a, b)]})" for (a, b), n in counted[:count]]
+    print(f"{'largest L[from, to]':<52s}most frequent in references")
+    for line in _pairs(left, right, width=52):
+        print(line)
+    shared = {(a, b) for a, b, _ in learnt[:count]} & {pair for pair, _ in counted[:count]}
+    print(f"{len(shared)}/{count} of L's top {count} are among the references' top {count}")
+
+
 def print_accuracy(matrix, field_ids, transitions, tables, orders):
     print("\nnext-field accuracy over the reference transitions (the field with the most link attention "
           "when alpha_{t-1} is on the from-field):")
@@ -157,11 +191,12 @@ def print_accuracy(matrix, field_ids, transitions, tables, orders):
         print(f"  {label:<36s}{accuracy:.1%}")
 
 
-def print_orders(matrix, field_ids, orders):
-    start = collections.Counter(order[0] for order in orders if order).most_common(1)[0][0]
+def print_orders(matrix, field_ids, orders, projected=False):
+    """``projected``: whole orders are also shown with only the fields of ``field_ids``."""
+    start = collections.Counter(order[0] for order in orders if order and order[0] in field_ids).most_common(1)[0][0]
     positions = link_report.mean_relative_positions(orders)
     chain = link_report.greedy_chain(matrix, field_ids, start)
-    by_position = sorted(positions, key=positions.get)
+    by_position = sorted((n for n in positions if n in field_ids), key=positions.get)
     rho = link_report.rank_correlation([chain.index(n) for n in by_position], range(len(by_position)))
     print(f"\nfield order implied by L (greedy from {start}): {' > '.join(chain)}")
     print("fields by mean relative position in references: "
@@ -171,15 +206,32 @@ def print_orders(matrix, field_ids, orders):
     counted = collections.Counter(" > ".join(order) for order in orders)
     for order, count in counted.most_common(5):
         print(f"  {count / len(orders):5.1%}  {order}")
+    if projected:
+        print(f"the same with only those {len(field_ids)} fields:")
+        kept = collections.Counter(" > ".join(n for n in order if n in field_ids) for order in orders)
+        for order, count in kept.most_common(5):
+            print(f"  {count / len(orders):5.1%}  {order}")
+
+
+def frequent_fields(field_ids, orders, count):
+    """``field_ids`` cut to the ``count`` fields most orders mention (all when 0), most first."""
+    if not count:
+        return field_ids
+    mentions = collections.Counter(name for order in orders for name in set(order) if name in field_ids)
+    return {name: field_ids[name] for name, _ in mentions.most_common(count)}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="an order-planning run directory")
     parser.add_argument("--data", required=True, help="prepared training directory")
-    parser.add_argument("--orders", choices=("auto", "text", "alignment"), default="auto")
+    parser.add_argument("--orders", choices=("auto", "text", "values", "alignment"), default="auto")
     parser.add_argument("--limit", type=int, default=0, help="examples to read (0 = all)")
     parser.add_argument("--top", type=int, default=3, help="next fields shown per from-field")
+    parser.add_argument("--fields", type=int, default=0,
+                        help="rows, their measures and the greedy order for the N fields most references "
+                             "mention (0 = every field)")
+    parser.add_argument("--transitions", type=int, default=0, help="show L's K largest transitions (0 = none)")
     parser.add_argument("--attention", type=int, default=512,
                         help="training examples to check the model's attention on (0 = skip)")
     args = parser.parse_args()
@@ -196,9 +248,16 @@ def main():
     transitions = link_report.count_transitions(orders)
     print(f"reference orders: {', '.join(f'{k} {n:,}' for k, n in used.items())} examples, "
           f"{sum(transitions.values()):,} transitions; L[from, to] = eq. 8's L[f_j, f_i], diagonal left out")
-    print_rows(matrix, field_ids, transitions, args.top)
+    shown = frequent_fields(field_ids, orders, args.fields)
+    if len(shown) < len(field_ids):
+        mentions = collections.Counter(name for order in orders for name in set(order))
+        print(f"rows for the {len(shown)} of {len(field_ids)} fields most references mention: "
+              + ", ".join(f"{n} {mentions[n] / len(orders):.0%}" for n in shown))
+    print_rows(matrix, shown, transitions, args.top)
+    if args.transitions:
+        print_top_transitions(matrix, field_ids, transitions, args.transitions)
     print_accuracy(matrix, field_ids, transitions, tables, orders)
-    print_orders(matrix, field_ids, orders)
+    print_orders(matrix, shown, orders, projected=len(shown) < len(field_ids))
     if args.attention:
         shares, steps = attention_tracking(trained, args.data, args.attention)
         print(f"\ntop field at the {steps:,} steps that copy a table value ({args.attention} training examples, "

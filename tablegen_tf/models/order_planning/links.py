@@ -8,6 +8,10 @@ A reference *order* is the list of a table's fields in the order a text mentions
 (each field once).  Transitions of an order are its consecutive pairs, so they never
 include a self-transition; L's diagonal (staying on a multi-word value, or on the last
 field during function words) is therefore left out of every comparison here.
+
+Where a corpus copies its values (WikiBio), ``value_mention_order`` reads an order from where
+each field's value words appear in the reference; E2E paraphrases its values and uses the slot
+patterns of ``tablegen_tf.metrics.slot_metrics`` instead (the benchmark script).
 """
 
 from __future__ import annotations
@@ -18,11 +22,60 @@ from typing import Dict, List, Mapping, Sequence
 
 import numpy as np
 
+from tablegen_tf.metrics.fact_metrics import FUNCTION_WORDS
+
 Transitions = Mapping[tuple, int]  # (from field, to field) -> count
 
 
 def count_transitions(orders: Sequence[Sequence[str]]) -> collections.Counter:
     return collections.Counter(pair for order in orders for pair in zip(order, order[1:]))
+
+
+def value_mention_order(fields: Sequence[str], values: Sequence[str], tokens: Sequence[str]) -> List[str]:
+    """The fields of a table (one record per value token: ``fields[k]``, ``values[k]``) in the
+    order the reference ``tokens`` first mention them.
+
+    Left to right, each reference position is credited to the field whose value shares the
+    longest run of consecutive tokens from there ("16 august 1985" is birth_date even when
+    "1985" also starts years); ties go to the field earlier in the table (WikiBio's
+    article_title repeats name, and loses to it).  A run counts as a mention only if it holds
+    a word that is not a function word or punctuation (``FUNCTION_WORDS``: "the", ",", "of"
+    ...), so a shared "," or "of" never places a field.  Case-insensitive.
+    """
+    per_field: Dict[str, List[str]] = {}
+    for name, value in zip(fields, values):  # table order: dicts keep the first occurrence's place
+        per_field.setdefault(name, []).append(value.casefold())
+    text = [token.casefold() for token in tokens]
+    first: Dict[str, int] = {}
+    position = 0
+    while position < len(text):
+        length, owner = 0, None
+        for name, value in per_field.items():
+            run = _longest_run(text, position, value)
+            if run > length:
+                length, owner = run, name
+        if owner is not None and any(t not in FUNCTION_WORDS for t in text[position:position + length]):
+            first.setdefault(owner, position)
+        position += max(length, 1)
+    return sorted(first, key=first.get)
+
+
+def _longest_run(text: Sequence[str], position: int, value: Sequence[str]) -> int:
+    """Length of the longest run text[position:] shares with value[k:] for some k."""
+    best = 0
+    for start in range(len(value)):
+        run = 0
+        while (position + run < len(text) and start + run < len(value)
+               and text[position + run] == value[start + run]):
+            run += 1
+        best = max(best, run)
+    return best
+
+
+def top_transitions(matrix: np.ndarray, field_ids: Mapping[str, int], count: int) -> List[tuple]:
+    """The ``count`` largest off-diagonal entries of L as [(from, to, value)], largest first."""
+    entries = [(a, b, float(matrix[i, j])) for a, i in field_ids.items() for b, j in field_ids.items() if a != b]
+    return sorted(entries, key=lambda entry: -entry[2])[:count]
 
 
 def rank_correlation(a: Sequence[float], b: Sequence[float]) -> float:

@@ -90,3 +90,36 @@ def test_transition_agreement_ignores_a_field_prior():
     assert math.isclose(rho, 1.0) and hits == 4  # the prior alone would say "near" for every row
     rho, hits = links.transition_agreement(_matrix(prior), _matrix(cycle), IDS)
     assert math.isnan(rho) and hits < 4  # a prior has no transition part
+
+
+def _table(values_by_field):
+    fields, values = [], []
+    for name, value in values_by_field:
+        fields += [name] * len(value.split())
+        values += value.split()
+    return fields, values
+
+
+def test_value_mention_order_reads_where_values_are_copied():
+    """WikiBio: multi-token values, a name repeated by article_title, a year shared with years."""
+    fields, values = _table([("name", "aaron hohlbein"), ("birth_date", "16 august 1985"),
+                             ("birth_place", "middleton , wisconsin , united states"), ("years", "2003 -- 1985"),
+                             ("position", "defender"), ("clubs", "kansas city wizards"),
+                             ("article_title", "aaron hohlbein")])
+    text = ("aaron hohlbein -lrb- born 16 august 1985 in middleton , wisconsin -rrb- is an american soccer "
+            "defender who played for the kansas city wizards in 2003 .").split()
+    order = links.value_mention_order(fields, values, text)
+    # article_title ties with name and loses (earlier field); "1985" is birth_date's longer run,
+    # not years; "2003" alone places years last; "," "in" "the" place nothing
+    assert order == ["name", "birth_date", "birth_place", "position", "clubs", "years"]
+    assert links.value_mention_order(fields, values, "Aaron was born in the town , of course .".split()) == ["name"]
+    # a function word shared with a value is no mention; the first content word places the field
+    fields, values = _table([("name", "the eagle"), ("area", "city centre"), ("near", "the rice boat")])
+    assert links.value_mention_order(fields, values, "the rice boat is near the eagle".split()) == ["near", "name"]
+    assert links.value_mention_order(fields, values, "it is in the city of the".split()) == ["area"]
+
+
+def test_top_transitions_are_the_largest_off_diagonal_entries():
+    top = links.top_transitions(HAND_L, IDS, 3)
+    assert top == [("name", "food", 2.0), ("food", "area", 1.5), ("name", "area", 1.0)]  # not name > name 5.0
+    assert len(links.top_transitions(HAND_L, IDS, 100)) == len(IDS) * (len(IDS) - 1)
