@@ -300,7 +300,7 @@ def _add_inference_arguments(parser) -> None:
     parser.add_argument("--max-length", type=int, default=None, help="maximum output tokens")
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")
-    _add_slot_rerank_argument(parser)
+    _add_rerank_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--limit", type=int, default=0, help="only the first N distinct tables (0 = all)")
 
@@ -312,10 +312,14 @@ def _add_ensemble_argument(parser) -> None:
                              "train.seed); the decode settings are --model's")
 
 
-def _add_slot_rerank_argument(parser) -> None:
+def _add_rerank_arguments(parser) -> None:
     parser.add_argument("--slot-rerank-weight", type=float, default=None,
                         help="rerank the beams by score - W x slot errors (missed, wrong and added table "
                              "values of E2E-style tables; default: the run's decode.slot_rerank_weight, 0 = off)")
+    parser.add_argument("--coverage-rerank-weight", type=float, default=None,
+                        help="rerank the beams by score - W x table words left out (distinct subject/object/"
+                             "name words and numbers of the table the text does not mention; default: the "
+                             "run's decode.coverage_rerank_weight, 0 = off)")
 
 
 def _add_evaluate(subparsers) -> None:
@@ -363,7 +367,7 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (local --model only; default: the "
                              "model's decode.length_penalty, 0); > 0 favours longer outputs")
-    _add_slot_rerank_argument(parser)
+    _add_rerank_arguments(parser)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=30.0, help="gRPC deadline per request (seconds)")
     tls = parser.add_argument_group("TLS (with --server; like TF Serving's --ssl_config_file on the server)")
@@ -402,7 +406,7 @@ def _local_generation(args, needs_text: bool):
 def _decode_overrides(args) -> dict:
     """decode config fields the command line sets."""
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
-    for key in ("length_penalty", "slot_rerank_weight"):
+    for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight"):
         if getattr(args, key, None) is not None:
             overrides[key] = getattr(args, key)
     return overrides

@@ -113,6 +113,9 @@ class DecodeConfig:
     # minus this weight x its missed + wrong + added table values; 0 = off. E2E-style
     # tables only (others have no slot errors, so the model's order stands).
     slot_rerank_weight: float = 0.0
+    # Beam reranking by table coverage (same reranker): minus this weight x the distinct
+    # table subject/object/name words and numbers the beam leaves out; any table; 0 = off.
+    coverage_rerank_weight: float = 0.0
 
 
 @dataclasses.dataclass

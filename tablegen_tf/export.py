@@ -153,7 +153,8 @@ def write_examples(featurizer, data_dir, export_dir: str, count: int = EXAMPLE_C
 def warmup_requests(input_name: str, inputs: Sequence[str], signatures, decode) -> list:
     """(signature, {input: array}) pairs: for ``serving_default`` the shortest and the
     longest input alone and all of them as one batch (the batch sizes the server will see);
-    ``explain`` and ``generate`` (at the run's beam and max length) once on the shortest."""
+    ``explain`` and ``generate`` (at the run's beam, at most the widest supported, and max
+    length) once on the shortest."""
     import numpy as np
 
     if not inputs:
@@ -166,7 +167,9 @@ def warmup_requests(input_name: str, inputs: Sequence[str], signatures, decode) 
     if "explain" in signatures:
         requests.append(("explain", one))
     if "generate" in signatures:
-        requests.append(("generate", {**one, "beam_size": np.int32(decode.beam_size),
+        # a run may decode wider (webnlg.yaml: 15) than the signature's widths
+        beam_size = min(decode.beam_size, max(SUPPORTED_BEAMS))
+        requests.append(("generate", {**one, "beam_size": np.int32(beam_size),
                                       "max_length": np.int32(decode.max_length),
                                       "must_include": np.zeros([1, 0], dtype=object)}))
     return requests

@@ -15,7 +15,7 @@ from tablegen_tf.constants import BOS_ID, EOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.data.featurizer import output_positions, token_strings
 from tablegen_tf.decoding import beam_search, constrained_beam_search, greedy_search
 from tablegen_tf.metrics.slot_graph import KNOWN_ATTRIBUTES, slot_error_kinds, slot_errors
-from tablegen_tf.reranking import slot_reranker
+from tablegen_tf.reranking import beam_reranker
 
 
 # Batches of at most this many entries run each beam-search step as one XLA computation
@@ -116,9 +116,10 @@ def _chosen(index, *beams):
 
 
 def decode_text(model, featurizer, features, config: DecodeConfig, must_include=None, strict: bool = True):
-    """-> (detokenized text [B], scores [B], memory); with ``decode.slot_rerank_weight``
-    the beams are reranked by slot errors (the SavedModel runs this too)."""
-    choose = slot_reranker(featurizer, features, config.slot_rerank_weight)
+    """-> (detokenized text [B], scores [B], memory); with ``decode.slot_rerank_weight`` or
+    ``coverage_rerank_weight`` the beams are reranked by slot errors / table coverage (the
+    SavedModel runs this too)."""
+    choose = beam_reranker(featurizer, features, config)
     ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose)
     return featurizer.output_text(features, ids, lengths), scores, memory
 
@@ -133,7 +134,7 @@ def generate_text(model, featurizer, features, config: DecodeConfig, must_includ
 def explain_text(model, featurizer, features, config: DecodeConfig) -> Dict[str, tf.Tensor]:
     """Why the model said what it said, for the SavedModel's ``explain`` signature.
 
-    The search of ``decode_text`` (same config, same slot reranking) keeping every beam:
+    The search of ``decode_text`` (same config, same reranking) keeping every beam:
     ``text`` / ``score`` [B] (the chosen beam: ``serving_default``'s text), ``candidates``,
     ``candidate_scores``, ``candidate_slot_errors`` [B, K] and ``chosen`` [B] (dead beams:
     text "" and score 0, so the outputs stay JSON numbers).  For the chosen text, per output
@@ -184,7 +185,7 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
     ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                        length_penalty=config.length_penalty, return_all_beams=True,
                                        step_memory=step_memory, jit_max_batch=_jit_max_batch(model))
-    choose = slot_reranker(featurizer, features, config.slot_rerank_weight)
+    choose = beam_reranker(featurizer, features, config)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])
     return ids, lengths, scores, chosen, memory

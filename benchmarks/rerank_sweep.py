@@ -1,0 +1,91 @@
+"""Experiment: beam width x length penalty x coverage reranking weight, on a selection split.
+
+One beam search per (beam, length penalty) keeps every beam (``generation.decode_beams``);
+each weight then picks one beam per table by ``score - W x missed table words``, the count
+``tablegen_tf.reranking`` uses in the graph (``metrics.fact_graph.missed_table_facts``), so
+a row equals `tablegen evaluate --beam-size B --length-penalty A --coverage-rerank-weight W`
+(checked: selection bleu_webnlg 54.6322 both ways at beam 10, lp 1.0, W 2) at one search
+per (B, A) instead of one per weight. Prints one markdown row per setting: challenge BLEU
+(``bleu_webnlg``, with its brevity penalty) for WebNLG formats, else ``bleu``, and coverage.
+
+    .venv/bin/python benchmarks/rerank_sweep.py --model runs/webnlg --format webnlg \\
+        --input ../shared/data/webnlg/train --split train --selection-fraction 0.05 \\
+        --beams 5 10 15 --length-penalties 1.0 --weights 0 0.5 1 2
+"""
+
+import argparse
+import dataclasses
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def kept_beams(trained, examples, beam: int, length_penalty: float, batch_size: int = 64):
+    """-> per table, [(text, score)] of its live beams (best first) and their missed fact words."""
+    import tensorflow as tf
+
+    from tablegen_tf.constants import NEG_INF
+    from tablegen_tf.generation import decode_beams
+    from tablegen_tf.metrics.fact_graph import missed_table_facts
+
+    featurizer = trained.featurizer
+    decode = dataclasses.replace(trained.config.decode, beam_size=beam, length_penalty=length_penalty,
+                                 slot_rerank_weight=0.0, coverage_rerank_weight=0.0)
+
+    @tf.function(reduce_retracing=True)
+    def run(batch):
+        ids, lengths, scores, _, _ = decode_beams(trained.model, featurizer, batch, decode)
+        texts = featurizer.candidate_texts(batch, ids, lengths)
+        fields, values, mask = featurizer.slot_table(batch)
+        return texts, scores, missed_table_facts(fields, values, mask, texts, featurizer.tokenizer)
+
+    tables = []
+    for batch in featurizer.ordered_batches([e.serialize() for e in examples], batch_size):
+        for texts, scores, missed in zip(*(x.numpy() for x in run(batch))):
+            tables.append([(t.decode("utf-8"), float(s), int(m)) for t, s, m in zip(texts, scores, missed)
+                           if s > NEG_INF / 2])
+    return tables
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
+    parser.add_argument("--format", required=True)
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--split", default=None)
+    parser.add_argument("--selection-fraction", type=float, default=0.0)
+    parser.add_argument("--beams", type=int, nargs="+", default=[5, 10, 15])
+    parser.add_argument("--length-penalties", type=float, nargs="+", default=[1.0])
+    parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.5, 1.0, 2.0])
+    parser.add_argument("--limit", type=int, default=0, help="only the first N tables (0 = all)")
+    args = parser.parse_args()
+    sys.path.insert(0, ROOT)
+    from sacrebleu.metrics import BLEU
+
+    from tablegen_tf import inference
+    from tablegen_tf.ensemble import load_ensemble
+    from tablegen_tf.metrics.text_metrics import reference_streams, webnlg_challenge_tokens
+
+    trained = load_ensemble([args.model])
+    raws, _ = inference.read_inputs(args.format, args.input, args.split, args.selection_fraction)
+    examples = inference.build(raws[: args.limit or None], trained.config.tokenizer, needs_text=True)[0]
+    webnlg = args.format.startswith("webnlg")
+    metric = "bleu_webnlg" if webnlg else "bleu"
+    refs = [[" ".join(webnlg_challenge_tokens(t)) for t in e.all_references()] for e in examples]  # challenge BP
+    print(f"| beam | length penalty | W | {metric} | brevity penalty | coverage | hallucination |")
+    print("|---|---|---|---|---|---|---|")
+    for beam in args.beams:
+        for length_penalty in args.length_penalties:
+            tables = kept_beams(trained, examples, beam, length_penalty)
+            for weight in args.weights:
+                texts = [max(beams, key=lambda b: b[1] - weight * b[2])[0] for beams in tables]
+                scores = inference.evaluate(examples, texts, format_name=args.format)
+                bp = BLEU(tokenize="none", smooth_method="none").corpus_score(
+                    [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
+                print(f"| {beam} | {length_penalty} | {weight} | {scores[metric]:.2f} | {bp:.3} | "
+                      f"{scores['table_coverage']:.3f} | {100 * scores['hallucination_rate']:.2f} % |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
