@@ -490,7 +490,8 @@ def _add_export(subparsers) -> None:
         description="Writes a SavedModel whose serving_default signature takes `tables` (JSONL table "
         "strings) and returns `text` and `score`; a `generate` signature adds beam_size, max_length "
         "and must_include. With --serving-base the model goes to BASE/NAME/<next version>/ "
-        "(TF Serving's layout).",
+        "(TF Serving's layout). Decoding is the run's decode config unless the decoding flags below "
+        "replace it (as `tablegen evaluate`'s do), e.g. for a run trained with greedy validations.",
     )
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
     _add_ensemble_argument(parser)
@@ -498,6 +499,12 @@ def _add_export(subparsers) -> None:
     target.add_argument("--output", help="SavedModel directory")
     target.add_argument("--serving-base", help="serving base path (with --model-name)")
     parser.add_argument("--model-name", default="tablegen", help="served model name (default tablegen)")
+    parser.add_argument("--beam-size", type=int, default=None,
+                        help="serving_default's beam (default: the run's decode config)")
+    parser.add_argument("--max-length", type=int, default=None, help="maximum output tokens")
+    parser.add_argument("--length-penalty", type=float, default=None,
+                        help="GNMT length penalty alpha for beam search (default: the run's decode config)")
+    _add_rerank_arguments(parser)
     parser.set_defaults(handler=_run_export)
 
 
@@ -512,7 +519,8 @@ def _run_export(args, _extra) -> int:
         target = next_version_dir(os.path.join(args.serving_base, args.model_name))
     # Write beside, then rename: a polling server never sees a half-written version.
     staging = target.rstrip("/") + ".tmp"
-    export_saved_model(args.model, staging, ensemble=args.ensemble, model_name=args.model_name)
+    export_saved_model(args.model, staging, ensemble=args.ensemble, model_name=args.model_name,
+                       decode_overrides=_decode_overrides(args))
     os.replace(staging, target)
     print(f"exported {' + '.join([args.model, *args.ensemble])} -> {target}")
     return 0

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Sequence
+from typing import Mapping, Optional, Sequence
 
 import tensorflow as tf
 
@@ -101,18 +101,21 @@ class ServingModule(tf.Module):
 
 
 def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = (),
-                       model_name: str = "tablegen") -> str:
+                       model_name: str = "tablegen", decode_overrides: Optional[Mapping] = None) -> str:
     """Writes the SavedModel of a training run's best checkpoint to ``export_dir``; with
     ``ensemble`` (more run directories), of the runs' ensemble (tablegen_tf.ensemble),
-    which decodes with ``run_dir``'s config."""
+    which decodes with ``run_dir``'s config, whose decode fields ``decode_overrides`` replaces
+    (e.g. a run trained with greedy validations, served with the beam chosen afterwards)."""
     from tablegen_tf.ensemble import load_ensemble
 
     trained = load_ensemble([run_dir, *ensemble])
-    module = ServingModule(trained.model, trained.featurizer, trained.config)
+    config = dataclasses.replace(trained.config, decode=dataclasses.replace(
+        trained.config.decode, **dict(decode_overrides or {})))
+    module = ServingModule(trained.model, trained.featurizer, config)
     tf.saved_model.save(module, export_dir, signatures=module.signatures())
     os.makedirs(os.path.dirname(os.path.join(export_dir, CONFIG_ASSET)), exist_ok=True)
     with open(os.path.join(export_dir, CONFIG_ASSET), "w") as handle:
-        json.dump(trained.config.to_dict(), handle, indent=2)
+        json.dump(config.to_dict(), handle, indent=2)
     with open(os.path.join(export_dir, MEMBERS_ASSET), "w") as handle:
         json.dump({"checkpoints": trained.checkpoint.split(" + ")}, handle, indent=2)
     examples = write_examples(trained.featurizer, trained.config.data.valid, export_dir)
@@ -121,7 +124,7 @@ def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = 
     if not warmup_inputs and trained.featurizer.serving_input == "tables":
         warmup_inputs = [BUILTIN_WARMUP_TABLE]
     write_warmup_requests(export_dir, warmup_requests(
-        trained.featurizer.serving_input, warmup_inputs, set(module.signatures()), trained.config.decode),
+        trained.featurizer.serving_input, warmup_inputs, set(module.signatures()), config.decode),
         model_name)
     return export_dir
 

@@ -79,17 +79,22 @@ def test_prepare_train_generate_export_serve(trained, tmp_path):
     from serving import server
     from serving.testing import serve_args
     from tablegen_cli.main import main
+    from tablegen_tf.export import CONFIG_ASSET
 
     sources = _sources("valid")
     output = str(tmp_path / "valid.txt")
+    decoding = ["--beam-size", "3", "--length-penalty", "0.5"]  # not the run's (beam 2, no penalty)
     assert main(["generate", "--model", trained, "--format", "text-pairs", "--split", "valid",
-                 "--input", os.path.join(FIXTURES, "valid.tsv"), "--output", output]) == 0
+                 "--input", os.path.join(FIXTURES, "valid.tsv"), "--output", output] + decoding) == 0
     with open(output, encoding="utf-8") as handle:
         generated = handle.read().splitlines()
     assert len(generated) == len(sources)
 
     base = str(tmp_path / "serving")
-    assert main(["export", "--model", trained, "--serving-base", base, "--model-name", "toy"]) == 0
+    assert main(["export", "--model", trained, "--serving-base", base, "--model-name", "toy"] + decoding) == 0
+    with open(os.path.join(base, "toy", "1", CONFIG_ASSET), encoding="utf-8") as handle:
+        exported_decode = json.load(handle)["decode"]
+    assert (exported_decode["beam_size"], exported_decode["length_penalty"]) == (3, 0.5)
     loaded = tf.saved_model.load(os.path.join(base, "toy", "1"))
     default = loaded.signatures["serving_default"]
     assert set(default.structured_input_signature[1]) == {"sources"}
