@@ -24,6 +24,7 @@ import gc
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
@@ -49,6 +50,32 @@ FIRST_WARMUP_SIGNATURES = ("serving_default", "")
 # and XLA compilation yield the CPU to requests. Its model calls release the GIL, so a
 # preempted warm-up thread does not hold up the request threads.
 BACKGROUND_WARMUP_NICENESS = 10
+
+
+# Python's GIL switch interval while a SavedModel loads. tf.saved_model.load rebuilds every
+# function of the library in Python (~75,000 graph ops for a real model, tens of seconds)
+# holding the GIL; each time a request thread needs the GIL it waits up to one interval
+# (5 ms by default) for the loader to drop it, many times per request.
+LOAD_SWITCH_INTERVAL = 0.0005
+_switch_lock = threading.Lock()
+_loads_running = [0, 0.0]  # loads in progress, the interval before the first of them
+
+
+@contextlib.contextmanager
+def short_gil_switch_interval() -> Iterator[None]:
+    """LOAD_SWITCH_INTERVAL while at least one load runs (loads of several models overlap)."""
+    with _switch_lock:
+        if _loads_running[0] == 0:
+            _loads_running[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(LOAD_SWITCH_INTERVAL, _loads_running[1]))
+        _loads_running[0] += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            _loads_running[0] -= 1
+            if _loads_running[0] == 0:
+                sys.setswitchinterval(_loads_running[1])
 
 
 def register_custom_ops() -> None:
@@ -104,7 +131,8 @@ class LoadedVersion:
         register_custom_ops()
         self.name, self.version, self.path = name, version, path
         self.signature_defs = read_signature_defs(path)
-        self._model = tf.saved_model.load(path)
+        with short_gil_switch_interval():
+            self._model = tf.saved_model.load(path)
         self.signatures = {k: Signature(k, fn) for k, fn in self._model.signatures.items()}
         self.state = "AVAILABLE"
         self._in_flight = 0
@@ -252,8 +280,7 @@ class ModelManager:
         self._stop.set()
         if self._thread:
             self._thread.join()
-        for warmer in self._warmers:  # they stop after their current request
-            warmer.join(timeout=5.0)
+        self.wait_for_warm_up(timeout=1.0)  # they stop after their current request
         with self._lock:
             current, self._current = self._current, None
         if current:
