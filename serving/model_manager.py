@@ -244,18 +244,19 @@ def lower_thread_priority(niceness: int) -> None:
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
     except (AttributeError, OSError) as error:
-        log.debug("cannot lower the warm-up thread's priority: %s", error)
+        log.debug("cannot lower the thread's priority: %s", error)
 
 
 class ModelManager:
     """Serves the latest ready version under model_dir (= BASE/NAME) and hot-swaps newer ones."""
 
     def __init__(self, name: str, model_dir: str, poll_seconds: float = 1.0,
-                 background_warmup: bool = True):
+                 background_warmup: bool = True, loader_niceness: int = 0):
         self.name = name
         self.model_dir = model_dir
         self.poll_seconds = poll_seconds
         self.background_warmup = background_warmup
+        self.loader_niceness = loader_niceness  # of the poll thread, which loads new versions
         self._warmers: List[threading.Thread] = []
         self._current: Optional[LoadedVersion] = None
         self._lock = threading.Lock()
@@ -292,6 +293,8 @@ class ModelManager:
             warmer.join(timeout)
 
     def _poll_loop(self) -> None:
+        if self.loader_niceness:
+            lower_thread_priority(self.loader_niceness)
         while not self._stop.wait(self.poll_seconds):
             try:
                 self.poll_once()
