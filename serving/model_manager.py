@@ -292,6 +292,10 @@ class ModelManager:
         for warmer in list(self._warmers):
             warmer.join(timeout)
 
+    def warming_up(self) -> bool:
+        """A background warm-up is still running (its current request cannot be interrupted)."""
+        return any(warmer.is_alive() for warmer in self._warmers)
+
     def _poll_loop(self) -> None:
         if self.loader_niceness:
             lower_thread_priority(self.loader_niceness)

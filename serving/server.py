@@ -247,6 +247,12 @@ def run(args) -> int:
     log.info("shutting down: refusing new requests, finishing in-flight ones")
     server.stop()
     print("tablegen serve: stopped", flush=True)
+    if any(manager.warming_up() for manager in server.predictor.managers.values()):
+        # The interpreter's exit would wait for the warm-up request in progress (a first
+        # `generate` call takes minutes); every request has been answered, nothing is lost.
+        log.info("exiting during a background warm-up")
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 
