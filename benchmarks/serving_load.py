@@ -14,7 +14,11 @@ copy of the served version, published as TFX Pusher does: copy beside, rename
 into place) and reports the seconds from the rename to the first answer from
 the new version (target <= 10 s) and p50/p99 latency of the requests sent in
 the swap window (rename until --swap-tail seconds after that first answer)
-against the steady state before the push (target: p99 <= 2x).
+against the steady state before the push (target: p99 <= 2x). The server warms up
+signatures other than serving_default in the background after a version takes traffic
+(`tablegen serve --background-warmup`): the levels start once version 1's has ended (up to
+--background-limit seconds), and the swap's clients keep going --background-seconds
+more, reported as the "background" window (version 2's background warm-up running).
 
     .venv/bin/python benchmarks/serving_load.py                     # runs/e2e/serving/tablegen
     .venv/bin/python benchmarks/serving_load.py --demo              # stand-in decoder model
@@ -27,6 +31,7 @@ import argparse
 import json
 import os
 import queue
+import re
 import shlex
 import shutil
 import subprocess
@@ -60,6 +65,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--server-log", help="write the server's log (load, warm-up, swap times) here")
     parser.add_argument("--swap-tail", type=float, default=3.0,
                         help="seconds after the new version's first answer still in the swap window")
+    parser.add_argument("--background-limit", type=float, default=900.0,
+                        help="longest wait for version 1's background warm-up to end")
+    parser.add_argument("--background-seconds", type=float, default=30.0,
+                        help="seconds measured after the swap window (the new version's "
+                        "background warm-up running)")
     return parser.parse_args()
 
 
@@ -106,6 +116,21 @@ def start_server(base: str, name: str, extra: str, log_path: str = ""):
             return process, "127.0.0.1:" + line.split("grpc=127.0.0.1:")[1].split()[0]
     process.kill()
     sys.exit("server did not start; run `python -m serving.server ...` by hand to see why")
+
+
+def wait_for_background_warmup(log_path: str, version: int, limit: float) -> bool:
+    """Until the server log says `version`'s background warm-up ended (or it had none)."""
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        with open(log_path, errors="replace") as handle:
+            text = handle.read()
+        lines = [line for line in text.splitlines() if re.search(rf"version {version}\b", line)]
+        if any("background warm-up" in line for line in lines):
+            return True
+        if any("warmed up" in line and "in the background" not in line for line in lines):
+            return True  # nothing was left for the background
+        time.sleep(0.5)
+    return False
 
 
 def measure(call: Callable[[str], None], tables: List[str], concurrency: int,
@@ -209,12 +234,16 @@ def main() -> None:
         if args.swap:  # push into a scratch copy, never into the caller's BASE
             shutil.copytree(os.path.join(base, args.model_name), os.path.join(scratch, "swap", args.model_name))
             base = os.path.join(scratch, "swap")
-        process, address = start_server(base, args.model_name, args.server_args, args.server_log)
+        server_log = args.server_log or os.path.join(scratch, "server.log")
+        process, address = start_server(base, args.model_name, args.server_args, server_log)
         try:
+            wait_for_background_warmup(server_log, served_version(base, args.model_name),
+                                       args.background_limit)
             remote = run_levels("grpc", grpc_call(address, args.model_name), tables, levels,
                                 args.seconds)
             swap = measure_swap(address, args.model_name, os.path.join(base, args.model_name),
-                                tables, levels[-1], args.seconds, args.swap_tail) if args.swap else None
+                                tables, levels[-1], args.seconds, args.swap_tail,
+                                args.background_seconds) if args.swap else None
         finally:
             process.terminate()
             try:
@@ -225,6 +254,10 @@ def main() -> None:
     report(local, remote, batched, levels)
     if swap:
         report_swap(swap)
+
+
+def served_version(base: str, name: str) -> int:
+    return max(int(v) for v in os.listdir(os.path.join(base, name)) if v.isdigit())
 
 
 def report(local, remote, batched, levels) -> None:
@@ -241,9 +274,9 @@ def report(local, remote, batched, levels) -> None:
 
 
 def measure_swap(address: str, name: str, model_dir: str, tables: List[str], clients: int,
-                 steady_seconds: float, tail_seconds: float) -> Dict[str, float]:
+                 steady_seconds: float, tail_seconds: float, background_seconds: float) -> Dict[str, float]:
     """`clients` closed-loop clients; after steady_seconds a new version is published;
-    they stop tail_seconds after its first answer."""
+    they stop tail_seconds + background_seconds after its first answer."""
     from serving.client import RemoteModel
 
     events: List[tuple] = []  # (sent, answered, version), perf_counter seconds
@@ -277,31 +310,43 @@ def measure_swap(address: str, name: str, model_dir: str, tables: List[str], cli
         first_new = min(answered) if answered else None
     if first_new is not None:
         time.sleep(tail_seconds)
+    window_end = (first_new or time.perf_counter()) + tail_seconds
+    load = load_average()
+    time.sleep(background_seconds)
+    background_end = time.perf_counter()
     stop.set()
     for thread in threads:
         thread.join()
-    window_end = (first_new or time.perf_counter()) + tail_seconds
     steady = [done - sent for sent, done, _ in events if began + 1.0 <= sent and done < copy_started]
     during = [done - sent for sent, done, _ in events if appeared <= sent < window_end]
+    background = [done - sent for sent, done, _ in events if window_end <= sent < background_end]
     return {"available": (first_new - appeared) if first_new else float("nan"),
             "steady": np.array(steady) * 1000, "during": np.array(during) * 1000,
+            "background": np.array(background) * 1000,
             "steady_seconds": copy_started - began - 1.0, "during_seconds": window_end - appeared,
-            "load": load_average()}
+            "background_seconds": background_end - window_end, "load": load,
+            "background_load": load_average()}
 
 
 def report_swap(swap: Dict) -> None:
     steady, during = swap["steady"], swap["during"]
     print(f"{'window':<11} {'seconds':>8} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8}")
     for label, ms, seconds in (("steady", steady, swap["steady_seconds"]),
-                               ("swap", during, swap["during_seconds"])):
-        print(f"{label:<11} {seconds:>8.1f} {len(ms):>9} {np.percentile(ms, 50):>8.2f} "
-              f"{np.percentile(ms, 99):>8.2f} {len(ms) / seconds:>8.1f}")
+                               ("swap", during, swap["during_seconds"]),
+                               ("background", swap["background"], swap["background_seconds"])):
+        if len(ms):
+            print(f"{label:<11} {seconds:>8.1f} {len(ms):>9} {np.percentile(ms, 50):>8.2f} "
+                  f"{np.percentile(ms, 99):>8.2f} {len(ms) / seconds:>8.1f}")
     ratio = np.percentile(during, 99) / np.percentile(steady, 99)
     available = swap["available"]
     print(f"new version first answered {available:.2f}s after appearing on disk (target <= 10 s): "
           f"{'met' if available <= 10 else 'MISSED'} (load {swap['load']})")
     print(f"p99 during the swap: {ratio:.2f}x steady state (target <= 2x): "
           f"{'met' if ratio <= 2 else 'MISSED'}; p50 {np.percentile(during, 50) / np.percentile(steady, 50):.2f}x")
+    if len(swap["background"]):
+        print(f"p99 while the new version warms up other signatures in the background: "
+              f"{np.percentile(swap['background'], 99) / np.percentile(steady, 99):.2f}x steady state "
+              f"(load {swap['background_load']})")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,15 @@ Like TF Serving's default policy the latest ready version is served. A poll
 thread notices new versions, loads them off the request path and swaps them in
 under a lock; the previous version is retired but stays alive until its last
 in-flight request returns (reference count), so a swap never fails a request.
+
+Warm-up: TF Serving replays a version's whole warm-up file before it takes traffic. Here
+(``background_warmup``, the default) only ``serving_default``'s requests run before the
+swap; the other signatures' run right after it on a background thread at a lower CPU
+priority. Their first calls pay for graph optimisation of much larger graphs (``generate``
+holds one beam search per beam width: 268 s of the 385 s a real model's load and warm-up
+took on the loaded 2-core host), which would otherwise delay the new version's first answer
+by minutes; a request to such a signature meanwhile waits for that optimisation, as it
+would without a warm-up file. ``background_warmup=False`` is TF Serving's behaviour.
 """
 
 from __future__ import annotations
@@ -15,6 +24,7 @@ import gc
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
@@ -34,6 +44,38 @@ log = logging.getLogger("tablegen.serving")
 SHARD = re.compile(r"variables\.data-(\d+)-of-(\d+)$")
 MAX_RETRY_SECONDS = 60.0
 WARMUP_TABLE = '{"table": [{"field": "name", "value": "warm up"}]}'
+# Warmed up before a version takes traffic when the rest is warmed up in the background.
+FIRST_WARMUP_SIGNATURES = ("serving_default", "")
+# Niceness of the background warm-up thread (Linux: per thread): its graph optimisation
+# and XLA compilation yield the CPU to requests. Its model calls release the GIL, so a
+# preempted warm-up thread does not hold up the request threads.
+BACKGROUND_WARMUP_NICENESS = 10
+
+
+# Python's GIL switch interval while a SavedModel loads. tf.saved_model.load rebuilds every
+# function of the library in Python (~75,000 graph ops for a real model, tens of seconds)
+# holding the GIL; each time a request thread needs the GIL it waits up to one interval
+# (5 ms by default) for the loader to drop it, many times per request.
+LOAD_SWITCH_INTERVAL = 0.0005
+_switch_lock = threading.Lock()
+_loads_running = [0, 0.0]  # loads in progress, the interval before the first of them
+
+
+@contextlib.contextmanager
+def short_gil_switch_interval() -> Iterator[None]:
+    """LOAD_SWITCH_INTERVAL while at least one load runs (loads of several models overlap)."""
+    with _switch_lock:
+        if _loads_running[0] == 0:
+            _loads_running[1] = sys.getswitchinterval()
+            sys.setswitchinterval(min(LOAD_SWITCH_INTERVAL, _loads_running[1]))
+        _loads_running[0] += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            _loads_running[0] -= 1
+            if _loads_running[0] == 0:
+                sys.setswitchinterval(_loads_running[1])
 
 
 def register_custom_ops() -> None:
@@ -89,22 +131,29 @@ class LoadedVersion:
         register_custom_ops()
         self.name, self.version, self.path = name, version, path
         self.signature_defs = read_signature_defs(path)
-        self._model = tf.saved_model.load(path)
+        with short_gil_switch_interval():
+            self._model = tf.saved_model.load(path)
         self.signatures = {k: Signature(k, fn) for k, fn in self._model.signatures.items()}
         self.state = "AVAILABLE"
         self._in_flight = 0
         self._lock = threading.Lock()
         self._on_unload: List[Callable[[], None]] = []
 
-    def warm_up(self) -> Tuple[int, int]:
-        """Run each signature once before taking traffic: the first call of a loaded
-        function pays for graph optimisation (~50 ms for a toy model, seconds for a
-        real one). TF Serving's warmup file is replayed if the export has one.
-        Returns (requests that succeeded, requests)."""
-        requests = _warmup_file_requests(self.path) or [
+    def warmup_requests(self) -> List[Tuple[str, Dict[str, np.ndarray]]]:
+        """TF Serving's warmup file if the export has one, else one synthetic row per signature."""
+        return warmup_file_requests(self.path) or [
             (name, synthetic_inputs(sig)) for name, sig in self.signatures.items()]
+
+    def warm_up(self, requests=None, stop: Optional[threading.Event] = None) -> Tuple[int, int]:
+        """Run ``requests`` (default: all of ``warmup_requests()``) before they meet real
+        traffic: the first call of a loaded function pays for graph optimisation (~50 ms
+        for a toy model, seconds to minutes for a real one) and XLA compilation. Stops
+        early once ``stop`` is set. Returns (requests that succeeded, requests)."""
+        requests = self.warmup_requests() if requests is None else requests
         succeeded, seconds = 0, collections.Counter()
         for name, arrays in requests:
+            if stop is not None and stop.is_set():
+                break
             started = time.perf_counter()
             try:
                 self.signature(name).run({k: tf.constant(v) for k, v in arrays.items()})
@@ -167,7 +216,7 @@ def synthetic_inputs(signature: Signature) -> Dict[str, np.ndarray]:
     return arrays
 
 
-def _warmup_file_requests(path: str) -> List[Tuple[str, Dict[str, np.ndarray]]]:
+def warmup_file_requests(path: str) -> List[Tuple[str, Dict[str, np.ndarray]]]:
     warmup = os.path.join(path, WARMUP_ASSET)
     if not os.path.exists(warmup):
         return []
@@ -181,13 +230,34 @@ def _warmup_file_requests(path: str) -> List[Tuple[str, Dict[str, np.ndarray]]]:
     return requests
 
 
+def split_warmup(requests, background: bool):
+    """-> (requests to run before the swap, requests to run after it in the background)."""
+    if not background:
+        return list(requests), []
+    first = [r for r in requests if r[0] in FIRST_WARMUP_SIGNATURES]
+    return first, [r for r in requests if r[0] not in FIRST_WARMUP_SIGNATURES]
+
+
+def lower_thread_priority(niceness: int) -> None:
+    """Raise the calling thread's niceness (Linux schedules threads separately); a no-op
+    where that is not supported."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+    except (AttributeError, OSError) as error:
+        log.debug("cannot lower the thread's priority: %s", error)
+
+
 class ModelManager:
     """Serves the latest ready version under model_dir (= BASE/NAME) and hot-swaps newer ones."""
 
-    def __init__(self, name: str, model_dir: str, poll_seconds: float = 1.0):
+    def __init__(self, name: str, model_dir: str, poll_seconds: float = 1.0,
+                 background_warmup: bool = True, loader_niceness: int = 0):
         self.name = name
         self.model_dir = model_dir
         self.poll_seconds = poll_seconds
+        self.background_warmup = background_warmup
+        self.loader_niceness = loader_niceness  # of the poll thread, which loads new versions
+        self._warmers: List[threading.Thread] = []
         self._current: Optional[LoadedVersion] = None
         self._lock = threading.Lock()
         self._status: Dict[int, Tuple[str, str]] = {}   # version -> (state, error)
@@ -211,12 +281,24 @@ class ModelManager:
         self._stop.set()
         if self._thread:
             self._thread.join()
+        self.wait_for_warm_up(timeout=1.0)  # they stop after their current request
         with self._lock:
             current, self._current = self._current, None
         if current:
             current.retire()
 
+    def wait_for_warm_up(self, timeout: Optional[float] = None) -> None:
+        """Until the background warm-ups started so far have ended."""
+        for warmer in list(self._warmers):
+            warmer.join(timeout)
+
+    def warming_up(self) -> bool:
+        """A background warm-up is still running (its current request cannot be interrupted)."""
+        return any(warmer.is_alive() for warmer in self._warmers)
+
     def _poll_loop(self) -> None:
+        if self.loader_niceness:
+            lower_thread_priority(self.loader_niceness)
         while not self._stop.wait(self.poll_seconds):
             try:
                 self.poll_once()
@@ -230,9 +312,10 @@ class ModelManager:
         for version in self._candidates(initial):
             if self._is_current(version):
                 break
-            loaded = self._load(version)
+            loaded, later = self._load(version)
             if loaded:
                 self._swap(loaded)
+                self._warm_up_in_background(loaded, later)
                 break
         self._collect_unloaded()
 
@@ -272,14 +355,17 @@ class ModelManager:
     def _is_current(self, version: int) -> bool:
         return self._current is not None and self._current.version == version
 
-    def _load(self, version: int) -> Optional[LoadedVersion]:
+    def _load(self, version: int) -> Tuple[Optional[LoadedVersion], list]:
+        """-> (the loaded version, warmed up for serving_default (all signatures without
+        background warm-up), or None; the warm-up requests left for after the swap)."""
         path = os.path.join(self.model_dir, str(version))
         self._set_status(version, "LOADING")
         started = time.perf_counter()
         try:
             loaded = LoadedVersion(self.name, version, path)
             load_seconds = time.perf_counter() - started
-            succeeded, warmups = loaded.warm_up()
+            first, later = split_warmup(loaded.warmup_requests(), self.background_warmup)
+            succeeded, warmups = loaded.warm_up(first)
         except Exception as error:  # partial or corrupt export: retry with backoff
             failures = self._retry.get(version, (0.0, 0))[1] + 1
             delay = min(self.poll_seconds * 2 ** failures, MAX_RETRY_SECONDS)
@@ -287,12 +373,35 @@ class ModelManager:
             self._set_status(version, "END", f"load failed: {error}")
             log.warning("loading %s failed (attempt %d, retry in %.0fs): %s", path, failures, delay,
                         str(error).splitlines()[0] if str(error) else repr(error))
-            return None
+            return None, []
         self._retry.pop(version, None)
-        log.info("model %s version %d loaded in %.2fs and warmed up (%d of %d requests) in %.2fs",
+        log.info("model %s version %d loaded in %.2fs and warmed up (%d of %d requests) in %.2fs%s",
                  self.name, version, load_seconds, succeeded, warmups,
-                 time.perf_counter() - started - load_seconds)
-        return loaded
+                 time.perf_counter() - started - load_seconds,
+                 f"; {len(later)} more in the background" if later else "")
+        return loaded, later
+
+    def _warm_up_in_background(self, loaded: LoadedVersion, requests) -> None:
+        """The other signatures' warm-up, after the swap, at a lower priority; the version
+        stays loaded until it ends (a lease), even if a newer one replaces it meanwhile."""
+        if not requests:
+            return
+        loaded.acquire()
+
+        def run() -> None:
+            try:
+                lower_thread_priority(BACKGROUND_WARMUP_NICENESS)
+                started = time.perf_counter()
+                succeeded, total = loaded.warm_up(requests, self._stop)
+                log.info("model %s version %d: background warm-up (%d of %d requests) in %.2fs",
+                         self.name, loaded.version, succeeded, total, time.perf_counter() - started)
+            finally:
+                loaded.release()
+
+        self._warmers = [t for t in self._warmers if t.is_alive()]
+        thread = threading.Thread(target=run, name=f"warm-up-{self.name}-{loaded.version}", daemon=True)
+        self._warmers.append(thread)
+        thread.start()
 
     def _swap(self, loaded: LoadedVersion) -> None:
         with self._lock:

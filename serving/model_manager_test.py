@@ -26,6 +26,7 @@ def run(loaded):
 def manager(base_path):
     manager = ModelManager(MODEL, os.path.join(base_path, MODEL), poll_seconds=0.01)
     manager.poll_once(initial=True)
+    manager.wait_for_warm_up()  # the background warm-up holds a lease on version 1
     yield manager
     manager.stop()
 
@@ -157,3 +158,34 @@ def test_warm_up_replays_the_tf_serving_warmup_file_that_export_writes(tmp_path,
     assert [len(log.predict_log.request.inputs["tables"].string_val) for log in logs] == [1, 1, 3, 1, 1]
     assert set(logs[3].predict_log.request.inputs) == {"tables", "beam_size", "max_length", "must_include"}
     assert LoadedVersion(MODEL, 1, str(export)).warm_up() == (4, 5)
+
+
+def test_other_signatures_warm_up_in_the_background_after_the_swap(tmp_path, exports, caplog):
+    """Only serving_default's warm-up requests run before a version takes traffic; the
+    other signatures' run after the swap on a background thread, the version serving."""
+    import logging
+
+    from tablegen_tf.config import DecodeConfig
+    from tablegen_tf.export import warmup_requests, write_warmup_requests
+
+    export = testing.push_version(exports["slow"], str(tmp_path / MODEL), 1)  # ~0.4 s per call
+    requests = warmup_requests("tables", testing.sample_tables(2), {"serving_default", "generate"},
+                               DecodeConfig())
+    write_warmup_requests(export, requests[-1:] * 3 + requests[:1])  # generate x3, serving_default
+    manager = ModelManager(MODEL, str(tmp_path / MODEL))
+    with caplog.at_level(logging.INFO, "tablegen.serving"):
+        manager.poll_once(initial=True)
+        [warmer] = manager._warmers
+        assert warmer.is_alive()
+        assert "warmed up (1 of 1 requests)" in caplog.text and "3 more in the background" in caplog.text
+        assert run_generate(manager).endswith("slow")  # answers while generate warms up
+        manager.wait_for_warm_up()
+    assert "background warm-up (3 of 3 requests)" in caplog.text
+    manager.stop()
+
+
+def run_generate(manager):
+    with manager.lease() as loaded:
+        return loaded.signature("generate").run({
+            "tables": tf.constant(TABLE), "beam_size": tf.constant(1), "max_length": tf.constant(100),
+            "must_include": tf.zeros([1, 0], tf.string)})["text"][0].decode()

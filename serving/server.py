@@ -37,6 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # second sighting (unchanged files), so it waits one to two polls before loading.
     model.add_argument("--poll-seconds", type=float, default=1.0,
                        help="how often to look for new versions (default: %(default)s)")
+    model.add_argument("--background-warmup", action=argparse.BooleanOptionalAction, default=True,
+                       help="warm up only serving_default before a new version takes traffic and "
+                       "the other signatures right after, in the background; --no-background-warmup "
+                       "replays the whole warm-up file first, as TF Serving does (default: on)")
+    model.add_argument("--loader-niceness", type=int, default=0,
+                       help="niceness of the thread loading new versions (Linux): a higher value "
+                       "leaves more CPU to requests during a swap and makes the new version "
+                       "available later (default: %(default)s)")
     net = parser.add_argument_group("network")
     net.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
     net.add_argument("--port", type=int, default=8500, help="gRPC port; 0 picks a free one (default: %(default)s)")
@@ -196,7 +204,8 @@ def build_server(args) -> ModelServer:
     from serving.model_manager import ModelManager
     from serving.predictor import Predictor
 
-    managers = {name: ModelManager(name, path, args.poll_seconds)
+    managers = {name: ModelManager(name, path, args.poll_seconds, args.background_warmup,
+                                   args.loader_niceness)
                 for name, path in model_dirs(args).items()}
     predictor = Predictor(managers, args.max_concurrency, args.max_batch_size,
                           args.queue_timeout_seconds, batching_options(args), limits_from_args(args))
@@ -238,6 +247,12 @@ def run(args) -> int:
     log.info("shutting down: refusing new requests, finishing in-flight ones")
     server.stop()
     print("tablegen serve: stopped", flush=True)
+    if any(manager.warming_up() for manager in server.predictor.managers.values()):
+        # The interpreter's exit would wait for the warm-up request in progress (a first
+        # `generate` call takes minutes); every request has been answered, nothing is lost.
+        log.info("exiting during a background warm-up")
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 

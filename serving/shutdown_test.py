@@ -68,3 +68,24 @@ def test_sigterm_drains_in_flight_requests_and_exits_zero(tmp_path, exports):
     with pytest.raises(grpc.RpcError) as caught:
         client.generate_remote(address, MODEL, tables, timeout=1, retries=0)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_sigterm_does_not_wait_for_a_background_warm_up_request(tmp_path):
+    """A real model's first `generate` call takes minutes; SIGTERM during its background
+    warm-up exits 0 at once instead of waiting for it (every request was answered)."""
+    from tablegen_tf.config import DecodeConfig
+    from tablegen_tf.export import warmup_requests, write_warmup_requests
+
+    export = testing.save_fake_model(str(tmp_path / MODEL / "1"), decoder_steps=20_000_000)  # minutes
+    requests = warmup_requests("tables", testing.sample_tables(1), {"generate"}, DecodeConfig())
+    write_warmup_requests(export, [r for r in requests if r[0] == "generate"])
+    process, _, lines = start_server(str(tmp_path))
+    try:
+        time.sleep(1.0)  # the warm-up request is running
+        signalled = time.perf_counter()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        assert time.perf_counter() - signalled < 30
+    finally:
+        process.kill()
+    assert "tablegen serve: stopped\n" in list(lines.queue)

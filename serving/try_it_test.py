@@ -55,8 +55,9 @@ def test_examples_come_from_the_exported_asset(tmp_path, exports, running):
     tables = [testing.table_json("name", "Aromi", "area", "riverside"), testing.table_json("name", "Zizzi")]
     os.makedirs(os.path.dirname(source / EXAMPLES_ASSET), exist_ok=True)
     (source / EXAMPLES_ASSET).write_text("".join(t + "\n" for t in tables) + "\n", encoding="utf-8")
-    testing.push_version(str(source), str(tmp_path / "models" / testing.MODEL), 3)
-    instance = server.build_server(testing.serve_args(str(tmp_path / "models"))).start()
+    # its own base: `running` polls tmp_path / "models" and would serve version 3 too
+    testing.push_version(str(source), str(tmp_path / "other" / testing.MODEL), 3)
+    instance = server.build_server(testing.serve_args(str(tmp_path / "other"))).start()
     try:
         for path in ("examples", "versions/3/examples"):
             status, _, body = get(instance, f"/v1/models/{testing.MODEL}/{path}")
