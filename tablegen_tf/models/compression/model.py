@@ -68,6 +68,17 @@ class CompressionConfig:
     asc_weight: float = 1.0  # weight of the ASC bound against eq. 22 in the joint objective (eq. 24: 1)
     prior_run: str = ""  # a `compression-lm` run directory: the prior p(c); "" = no prior (log p(c) = 0)
     dropout: float = 0.0  # training only, on word embeddings and encoder states (the paper is silent; 8k pairs overfit)
+    # word2vec text file (`tablegen embeddings`) initialising the word table at step 0: 7k pairs
+    # alone teach little about 20k+ words (tablegen_tf.embeddings; docs/compression.md)
+    pretrained_embeddings: str = ""
+    freeze_embeddings: bool = False  # keep the pre-trained table fixed during training
+    # > 0: the encoder also reads a learned embedding of each source token's shape (lower case,
+    # Capitalised, ALL CAPS, number, punctuation, other) x (in / out of vocabulary): what
+    # <unk> alone hides about a rare word (a name? a number?)
+    shape_dim: int = 0
+    # > 0: the vocabulary softmax (eq. 18) covers the first N words only (rarer ones are copied,
+    # as <unk> is), so a large input vocabulary for pre-trained embeddings costs little
+    softmax_words: int = 0
 
 
 def lstm_step(x, state, cell, stop_weights=False):
@@ -118,7 +129,7 @@ class SentenceCompression(GenerationModel):
 
     def __init__(self, word_vocab_size, objective="fsc", word_dim=100, hidden_size=128, attention_size=128,
                  decoding="extractive", kl_weight=0.1, samples=2, baseline_hidden=64, asc_weight=1.0,
-                 prior=None, dropout=0.0, **kwargs):
+                 prior=None, dropout=0.0, shape_dim=0, softmax_words=0, **kwargs):
         super().__init__(**kwargs)
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -129,6 +140,10 @@ class SentenceCompression(GenerationModel):
         self.kl_weight, self.samples, self.asc_weight = kl_weight, samples, asc_weight
         size = 2 * hidden_size
         self.embedding = keras.layers.Embedding(word_vocab_size, word_dim, name="embedding")
+        self.softmax_words = min(softmax_words, word_vocab_size) if softmax_words > 0 else word_vocab_size
+        # created only when used: runs without it keep their checkpoint layout
+        self.shape_embedding = keras.layers.Embedding(NUM_SHAPE_IDS, shape_dim, name="shape_embedding") \
+            if shape_dim > 0 else None
         self.dropout = keras.layers.Dropout(dropout, name="dropout")
         self.encoder = keras.layers.Bidirectional(  # eq. 1
             keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True, name="lstm"), name="encoder")
@@ -137,7 +152,7 @@ class SentenceCompression(GenerationModel):
         self.w1 = keras.layers.Dense(attention_size, use_bias=False, name="pointer_w1")  # eq. 3
         self.w2 = keras.layers.Dense(attention_size, name="pointer_w2")
         self.w3 = keras.layers.Dense(1, use_bias=False, name="pointer_w3")
-        self.vocab_output = keras.layers.Dense(word_vocab_size, name="vocab_output")  # W, eq. 18
+        self.vocab_output = keras.layers.Dense(self.softmax_words, name="vocab_output")  # W, eq. 18
         self.selection = self.add_weight(shape=(size, size), initializer="glorot_uniform", name="selection_m")  # M, eq. 20
         # reconstruction p_theta(s|c), eq. 5-10
         self.decoder = keras.layers.LSTMCell(size, name="decoder")  # f_dec, eq. 5
@@ -157,7 +172,11 @@ class SentenceCompression(GenerationModel):
     def build(self, input_shape=None):
         word_dim, size = self.embedding.output_dim, self.compressor.units
         self.embedding.build(None)
-        self.encoder.build((None, None, word_dim))
+        encoder_dim = word_dim
+        if self.shape_embedding is not None:
+            self.shape_embedding.build(None)
+            encoder_dim += self.shape_embedding.output_dim
+        self.encoder.build((None, None, encoder_dim))
         self.compressor.build((None, word_dim))
         self.w1.build((None, size))
         self.w2.build((None, size))
@@ -178,7 +197,11 @@ class SentenceCompression(GenerationModel):
         prior = load_prior(m.prior_run, vocab_sizes["words"]) if m.prior_run else None
         return cls(vocab_sizes["words"], fixed.get("objective", "fsc"), m.word_dim, m.hidden_size,
                    m.attention_size, m.decoding, m.kl_weight, m.samples, m.baseline_hidden, m.asc_weight,
-                   prior=prior, dropout=m.dropout, name="compression")
+                   prior=prior, dropout=m.dropout, shape_dim=m.shape_dim, softmax_words=m.softmax_words,
+                   name="compression")
+
+    def word_embedding_layer(self):
+        return self.embedding
 
     # ------------------------------------------------------------------ encoder (eq. 1)
 
@@ -188,7 +211,11 @@ class SentenceCompression(GenerationModel):
         batch, width = tf.shape(ids)[0], tf.shape(ids)[1]
         # one extra masked step: a batch of empty sentences (S = 0) still runs the LSTM
         padded_ids, padded_mask = tf.pad(ids, [[0, 0], [0, 1]]), tf.pad(mask, [[0, 0], [0, 1]])
-        embedded = self.dropout(self.embedding(padded_ids), training=training)
+        embedded = self.embedding(padded_ids)
+        if self.shape_embedding is not None:
+            shapes = tf.pad(token_shape_ids(features["source_text"], ids, mask), [[0, 0], [0, 1]])
+            embedded = tf.concat([embedded, self.shape_embedding(shapes)], -1)
+        embedded = self.dropout(embedded, training=training)
         outputs, fh, fc, bh, bc = self.encoder(embedded, mask=padded_mask, training=training)
         outputs = self.dropout(outputs[:, :width], training=training)
         end = tf.tile(self.end_vector[None, None, :], [batch, 1, 1])
@@ -220,6 +247,17 @@ class SentenceCompression(GenerationModel):
         eta = tf.einsum("bts,bsh->bth", alpha, memory["states"])  # eq. 19
         t = tf.sigmoid(tf.einsum("bth,hk,btk->bt", eta, self.selection, hc))  # eq. 20
         return alpha, beta, t
+
+    def _softmax_ids(self, ids):
+        """Word ids as the vocabulary softmax sees them: words beyond ``softmax_words`` are <unk>."""
+        return tf.where(ids < self.softmax_words, ids, UNK_ID)
+
+    def _full_vocabulary(self, beta):
+        """beta [.., softmax_words] -> [.., V] (zero for the words beyond the softmax)."""
+        missing = self.word_vocab_size - self.softmax_words
+        if not missing:
+            return beta
+        return tf.concat([beta, tf.zeros(tf.concat([tf.shape(beta)[:-1], [missing]], 0), beta.dtype)], -1)
 
     def _word_inputs(self, prev_ids, source_ids):
         """Previous extended ids -> word ids (a copy id V + i -> source token i's id)."""
@@ -260,7 +298,7 @@ class SentenceCompression(GenerationModel):
         allowed = self._allowed(memory["mask"][:, None, :], previous)
         log_alpha = self._pointer_log_alpha(hc, memory["keys"], allowed)
         alpha, beta, t = self._mixture(hc, memory, log_alpha)
-        labels = batch["target_out"]
+        labels = self._softmax_ids(batch["target_out"])
         has_copy = tf.reduce_any(targets > 0, -1)
         vocab_credit = tf.cast(tf.not_equal(labels, UNK_ID) | ~has_copy, tf.float32)
         copy_p = tf.reduce_sum(alpha * targets, -1)
@@ -428,7 +466,7 @@ class SentenceCompression(GenerationModel):
                 if self.decoding == "extractive":
                     log_probs = self._extractive_mixture_log_probs(alpha, beta, t, memory["source_ids"], allowed)
                 else:  # eq. 21: the mixture; the sentinel's pointer mass goes to </s>
-                    probs = mixture_probs(alpha[:, :-1], beta, t)
+                    probs = mixture_probs(alpha[:, :-1], self._full_vocabulary(beta), t)
                     probs = probs + tf.one_hot(EOS_ID, tf.shape(probs)[1]) * (t * alpha[:, -1])[:, None]
                     log_probs = tf.where(probs > 0, tf.math.log(tf.maximum(probs, 1e-30)), NEG_INF)
             return log_probs, (h, c, last)
@@ -443,6 +481,7 @@ class SentenceCompression(GenerationModel):
     def _extractive_mixture_log_probs(self, alpha, beta, t, source_ids, allowed):
         """eq. 21 restricted to deletion choices: position i <- t alpha_i + (1 - t) beta(s_i) (no
         beta credit for <unk>, as in eq. 22), </s> <- t alpha_end + (1 - t) beta(</s>); renormalised."""
+        source_ids = self._softmax_ids(source_ids)
         word_p = tf.gather(beta, source_ids, batch_dims=1) * tf.cast(tf.not_equal(source_ids, UNK_ID), beta.dtype)
         source = t[:, None] * alpha[:, :-1] + (1.0 - t[:, None]) * word_p
         end = t * alpha[:, -1] + (1.0 - t) * beta[:, EOS_ID]
@@ -487,6 +526,28 @@ def load_prior(run_dir: str, vocab_size: int) -> CompressionLM:
 
     variables_checkpoint(prior).restore(path).expect_partial().assert_existing_objects_matched()
     return prior
+
+
+# Token shapes, first match wins (RE2 full matches); id = 1 + index (+ NUM_SHAPES when the
+# token is out of vocabulary), 0 = padding.
+SHAPE_PATTERNS = (
+    r".*\p{N}.*",  # a number, or a word with digits (G20, 2-1)
+    r"[^\p{L}\p{N}]+",  # punctuation, symbols
+    r"\p{Ll}.*",  # lower case
+    r"\p{Lu}[\p{Lu}.&'’-]+",  # ALL CAPS, acronyms (NATO, U.S.)
+    r"\p{Lu}.*",  # Capitalised
+)
+NUM_SHAPES = len(SHAPE_PATTERNS) + 1  # + other (scripts without case)
+NUM_SHAPE_IDS = 1 + 2 * NUM_SHAPES
+
+
+def token_shape_ids(text, ids, mask):
+    """Shape ids [B, S] of source tokens ``text`` [B, S] (strings) given their word ids and mask."""
+    shape = tf.fill(tf.shape(text), NUM_SHAPES)
+    for index, pattern in reversed(list(enumerate(SHAPE_PATTERNS))):
+        shape = tf.where(tf.strings.regex_full_match(text, pattern), index + 1, shape)
+    shape = shape + tf.where(tf.equal(ids, UNK_ID), NUM_SHAPES, 0)
+    return tf.where(mask, shape, 0)
 
 
 def _fit_labels(labels, width):

@@ -202,3 +202,52 @@ def test_compression_config_ranks_compressions_by_a_length_normalised_score():
         summed += np.where(j < lengths, chosen, 0.0)
         prev = tf.constant(ids[:, j])
     np.testing.assert_allclose(scores.numpy(), summed / ((5.0 + lengths) / 6.0) ** 1.25, rtol=1e-4)
+
+
+def test_pretrained_embeddings_fill_the_word_table_in_vocabulary_order_and_can_freeze_it(tmp_path):
+    from tablegen_tf.embeddings import initialise_word_embeddings, save_embeddings
+
+    model = tiny()
+    vocab = [f"w{i}" for i in range(V)]
+    before = model.embedding.embeddings.numpy()
+    scale = np.mean(np.linalg.norm(before, axis=1))
+    vectors = np.eye(8, dtype=np.float32)[[3, 5]] * 2.0  # w7 -> e3, w4 -> e5 (file order differs from ids)
+    path = str(tmp_path / "emb.txt")
+    save_embeddings(path, ["w7", "w4"], vectors)
+    message = initialise_word_embeddings(model, vocab, path, freeze=True)
+    assert message.startswith("word embeddings: 2 of 30 vocabulary words") and "(frozen)" in message
+    after = model.embedding.embeddings.numpy()
+    np.testing.assert_allclose(after[7], np.eye(8)[3] * scale, rtol=1e-5)
+    np.testing.assert_allclose(after[4], np.eye(8)[5] * scale, rtol=1e-5)
+    untouched = [i for i in range(V) if i not in (4, 7)]
+    np.testing.assert_array_equal(after[untouched], before[untouched])
+    assert not any("embedding" in v.path and "shape" not in v.path for v in model.trainable_variables)
+
+
+def test_token_shapes_tell_names_numbers_and_unknown_words_apart():
+    from tablegen_tf.constants import UNK_ID
+    from tablegen_tf.models.compression.model import NUM_SHAPES, token_shape_ids
+
+    text = tf.constant([["Obama", "said", "NATO", "G20", ",", "U.S.", ""]])
+    ids = tf.constant([[UNK_ID, 9, 9, UNK_ID, 9, 9, 0]])
+    mask = tf.constant([[True] * 6 + [False]])
+    # 1 number, 2 punctuation, 3 lower, 4 ALL CAPS, 5 Capitalised; + NUM_SHAPES when <unk>; 0 padding
+    assert token_shape_ids(text, ids, mask).numpy().tolist() == [[5 + NUM_SHAPES, 3, 4, 1 + NUM_SHAPES, 2, 4, 0]]
+
+
+def test_shape_features_and_a_smaller_softmax_train_and_decode():
+    model = tiny(shape_dim=3, softmax_words=12)  # toy source ids 4..29: most are beyond the softmax
+    batch = toy_batch()
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss_from_batch(batch, training=True)
+    grads = dict(zip([v.path for v in model.trainable_variables], tape.gradient(loss, model.trainable_variables)))
+    assert np.isfinite(float(loss))
+    assert grads["sentence_compression/shape_embedding/embeddings"] is not None
+    assert model.vocab_output.kernel.shape[-1] == 12
+    ids, lengths, _, _ = decode_ids(model, batch, DecodeConfig(beam_size=3, max_length=12))
+    for row, length in zip(ids.numpy(), lengths.numpy()):
+        assert row[length - 1] == EOS_ID and (row[:length - 1] >= V).all()
+    model.decoding = "abstractive"  # eq. 21 over the full vocabulary: zero for the words beyond the softmax
+    log_probs, _ = model.decoding_step_fn(model.encode(batch))(tf.fill([3], BOS_ID), 0, model.initial_decoding_state(
+        model.encode(batch)))
+    assert log_probs.shape[-1] == V + 6 and np.all(log_probs.numpy()[:, 12:V] < -1e8)
