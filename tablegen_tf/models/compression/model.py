@@ -79,6 +79,11 @@ class CompressionConfig:
     # > 0: the vocabulary softmax (eq. 18) covers the first N words only (rarer ones are copied,
     # as <unk> is), so a large input vocabulary for pre-trained embeddings costs little
     softmax_words: int = 0
+    # > 0: the word table stays fixed (the pre-trained vectors) and a trained, zero-initialised
+    # table of the first N words (rarer ones share its <unk> row) is added to it: frequent words
+    # are fine-tuned, rare ones keep their pre-trained vectors (fine-tuning all rows with Adam
+    # lets 7k pairs memorise through rare words: docs/compression.md)
+    trainable_words: int = 0
 
 
 def lstm_step(x, state, cell, stop_weights=False):
@@ -129,7 +134,7 @@ class SentenceCompression(GenerationModel):
 
     def __init__(self, word_vocab_size, objective="fsc", word_dim=100, hidden_size=128, attention_size=128,
                  decoding="extractive", kl_weight=0.1, samples=2, baseline_hidden=64, asc_weight=1.0,
-                 prior=None, dropout=0.0, shape_dim=0, softmax_words=0, **kwargs):
+                 prior=None, dropout=0.0, shape_dim=0, softmax_words=0, trainable_words=0, **kwargs):
         super().__init__(**kwargs)
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -140,6 +145,12 @@ class SentenceCompression(GenerationModel):
         self.kl_weight, self.samples, self.asc_weight = kl_weight, samples, asc_weight
         size = 2 * hidden_size
         self.embedding = keras.layers.Embedding(word_vocab_size, word_dim, name="embedding")
+        self.trainable_words = min(trainable_words, word_vocab_size) if trainable_words > 0 else 0
+        self.word_offsets = None  # created only when used: runs without it keep their checkpoint layout
+        if self.trainable_words:
+            self.embedding.trainable = False
+            self.word_offsets = keras.layers.Embedding(self.trainable_words, word_dim, embeddings_initializer="zeros",
+                                                       name="word_offsets")
         self.softmax_words = min(softmax_words, word_vocab_size) if softmax_words > 0 else word_vocab_size
         # created only when used: runs without it keep their checkpoint layout
         self.shape_embedding = keras.layers.Embedding(NUM_SHAPE_IDS, shape_dim, name="shape_embedding") \
@@ -172,6 +183,8 @@ class SentenceCompression(GenerationModel):
     def build(self, input_shape=None):
         word_dim, size = self.embedding.output_dim, self.compressor.units
         self.embedding.build(None)
+        if self.word_offsets is not None:
+            self.word_offsets.build(None)
         encoder_dim = word_dim
         if self.shape_embedding is not None:
             self.shape_embedding.build(None)
@@ -198,10 +211,18 @@ class SentenceCompression(GenerationModel):
         return cls(vocab_sizes["words"], fixed.get("objective", "fsc"), m.word_dim, m.hidden_size,
                    m.attention_size, m.decoding, m.kl_weight, m.samples, m.baseline_hidden, m.asc_weight,
                    prior=prior, dropout=m.dropout, shape_dim=m.shape_dim, softmax_words=m.softmax_words,
+                   trainable_words=m.trainable_words,
                    name="compression")
 
     def word_embedding_layer(self):
         return self.embedding
+
+    def embed(self, ids):
+        """Word vectors of ids: the word table's rows (+ the trained offsets of ``trainable_words``)."""
+        vectors = self.embedding(ids)
+        if self.word_offsets is not None:
+            vectors = vectors + self.word_offsets(tf.where(ids < self.trainable_words, ids, UNK_ID))
+        return vectors
 
     # ------------------------------------------------------------------ encoder (eq. 1)
 
@@ -211,7 +232,7 @@ class SentenceCompression(GenerationModel):
         batch, width = tf.shape(ids)[0], tf.shape(ids)[1]
         # one extra masked step: a batch of empty sentences (S = 0) still runs the LSTM
         padded_ids, padded_mask = tf.pad(ids, [[0, 0], [0, 1]]), tf.pad(mask, [[0, 0], [0, 1]])
-        embedded = self.embedding(padded_ids)
+        embedded = self.embed(padded_ids)
         if self.shape_embedding is not None:
             shapes = tf.pad(token_shape_ids(features["source_text"], ids, mask), [[0, 0], [0, 1]])
             embedded = tf.concat([embedded, self.shape_embedding(shapes)], -1)
@@ -292,7 +313,7 @@ class SentenceCompression(GenerationModel):
 
     def _fsc_token_log_probs(self, batch, memory, training=False):
         """log p(c_j | c_<j, s) of eq. 21 for each target step [B, T], and the labelled flags."""
-        inputs = self.dropout(self.embedding(batch["target_in"]), training=training)
+        inputs = self.dropout(self.embed(batch["target_in"]), training=training)
         hc = run_lstm(inputs, (memory["h0"], memory["c0"]), self.compressor)  # eq. 2
         targets, previous, labelled = self._pointer_targets(batch, memory)
         allowed = self._allowed(memory["mask"][:, None, :], previous)
@@ -331,11 +352,11 @@ class SentenceCompression(GenerationModel):
             choice = tf.random.categorical(log_alpha, 1, dtype=tf.int32)[:, 0]
             choice = tf.where(done, -1, choice)
             word = tf.gather(tf.pad(memory["source_ids"], [[0, 0], [0, 1]]), tf.maximum(choice, 0), batch_dims=1)
-            _, state = lstm_step(self.embedding(word), state, self.compressor)
+            _, state = lstm_step(self.embed(word), state, self.compressor)
             return (step + 1, state, tf.where(done, last, choice), done | tf.equal(choice, end),
                     out.write(step, choice))
 
-        start = lstm_step(self.embedding(tf.fill([n], BOS_ID)), (memory["h0"], memory["c0"]), self.compressor)[1]
+        start = lstm_step(self.embed(tf.fill([n], BOS_ID)), (memory["h0"], memory["c0"]), self.compressor)[1]
         out = tf.TensorArray(tf.int32, size=width)
         _, _, _, _, out = tf.while_loop(lambda step, *_: step < width, body,
                                         (0, start, tf.fill([n], -1), tf.zeros([n], tf.bool), out))
@@ -348,7 +369,7 @@ class SentenceCompression(GenerationModel):
         valid = positions >= 0
         words = tf.gather(tf.pad(source_ids, [[0, 0], [0, 1]]), tf.maximum(positions, 0), batch_dims=1)
         inputs = tf.concat([tf.fill([tf.shape(words)[0], 1], BOS_ID), words[:, :-1]], 1)
-        hc = run_lstm(self.embedding(inputs), (memory["h0"], memory["c0"]), self.compressor)  # eq. 2
+        hc = run_lstm(self.embed(inputs), (memory["h0"], memory["c0"]), self.compressor)  # eq. 2
         previous = tf.pad(_running_max(positions)[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
         allowed = self._allowed(memory["mask"][:, None, :], previous)
         log_alpha = self._pointer_log_alpha(hc, memory["keys"], allowed)
@@ -361,7 +382,7 @@ class SentenceCompression(GenerationModel):
         n = tf.shape(c_ids)[0]
         size = self.compressor.units
         zeros = tf.zeros([n, size])
-        h_hat = run_lstm(self.embedding(c_ids), (zeros, zeros), self.compressor, stop_weights=True)  # eq. 6
+        h_hat = run_lstm(self.embed(c_ids), (zeros, zeros), self.compressor, stop_weights=True)  # eq. 6
         c_len = tf.reduce_sum(tf.cast(c_mask, tf.int32), 1)
         last = tf.gather(tf.pad(h_hat, [[0, 0], [0, 1], [0, 0]]), tf.maximum(c_len - 1, 0), batch_dims=1)
         last = last * tf.cast(c_len > 0, tf.float32)[:, None]  # h^d_0 = last c-hat state
@@ -371,7 +392,7 @@ class SentenceCompression(GenerationModel):
         lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), 1)
         dec_out = tf.tensor_scatter_nd_update(dec_out, tf.stack([tf.range(n), lengths], 1), tf.fill([n], EOS_ID))
         dec_mask = tf.sequence_mask(lengths + 1, tf.shape(dec_out)[1])
-        hd = run_lstm(self.embedding(dec_in), (last, tf.zeros_like(last)), self.decoder)  # eq. 5
+        hd = run_lstm(self.embed(dec_in), (last, tf.zeros_like(last)), self.decoder)  # eq. 5
         v = tf.squeeze(self.w6(tf.tanh(self.w4(hd)[:, :, None, :] + self.w5(h_hat)[:, None, :, :])), -1)  # eq. 7
         gamma = tf.nn.softmax(tf.where(c_mask[:, None, :], v, MASKED_LOGIT), -1)  # eq. 8
         d = tf.einsum("nkj,njh->nkh", gamma, h_hat) * tf.cast(c_len > 0, tf.float32)[:, None, None]  # eq. 9
@@ -455,7 +476,7 @@ class SentenceCompression(GenerationModel):
             h, c, last = state
             last = tf.where(prev_ids >= vocab, prev_ids - vocab, last)
             words = self._word_inputs(prev_ids, memory["source_ids"])
-            hc, (h, c) = lstm_step(self.embedding(words), (h, c), self.compressor)  # eq. 2
+            hc, (h, c) = lstm_step(self.embed(words), (h, c), self.compressor)  # eq. 2
             allowed = self._allowed(memory["mask"], last)
             log_alpha = self._pointer_log_alpha(hc[:, None, :], memory["keys"], allowed[:, None, :])  # eq. 4
             if self.decoding == "pointer":

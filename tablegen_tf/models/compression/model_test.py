@@ -251,3 +251,16 @@ def test_shape_features_and_a_smaller_softmax_train_and_decode():
     log_probs, _ = model.decoding_step_fn(model.encode(batch))(tf.fill([3], BOS_ID), 0, model.initial_decoding_state(
         model.encode(batch)))
     assert log_probs.shape[-1] == V + 6 and np.all(log_probs.numpy()[:, 12:V] < -1e8)
+
+
+def test_trainable_words_fine_tune_frequent_rows_and_keep_the_table_fixed():
+    model = tiny(trainable_words=10)
+    ids = tf.constant([[5, 20]])
+    np.testing.assert_array_equal(model.embed(ids).numpy(), model.embedding(ids).numpy())  # zero offsets at first
+    model.word_offsets.embeddings.assign(tf.reshape(tf.range(80, dtype=tf.float32), [10, 8]))
+    vectors = model.embed(ids).numpy()[0]
+    np.testing.assert_array_equal(vectors[0] - model.embedding.embeddings.numpy()[5], np.arange(40, 48))
+    np.testing.assert_array_equal(vectors[1] - model.embedding.embeddings.numpy()[20], np.arange(8, 16))  # <unk>'s
+    paths = [v.path for v in model.trainable_variables]
+    assert "sentence_compression/word_offsets/embeddings" in paths
+    assert "sentence_compression/embedding/embeddings" not in paths
