@@ -84,6 +84,10 @@ class CompressionConfig:
     # are fine-tuned, rare ones keep their pre-trained vectors (fine-tuning all rows with Adam
     # lets 7k pairs memorise through rare words: docs/compression.md)
     trainable_words: int = 0
+    # > 0: an auxiliary keep/delete tagger on the encoder states (sigmoid per source token, trained
+    # on the deletion labels, this weight against eq. 22): the encoder learns the labels directly,
+    # not only through the pointer (training only; decoding is unchanged)
+    tagging_weight: float = 0.0
 
 
 def lstm_step(x, state, cell, stop_weights=False):
@@ -134,7 +138,8 @@ class SentenceCompression(GenerationModel):
 
     def __init__(self, word_vocab_size, objective="fsc", word_dim=100, hidden_size=128, attention_size=128,
                  decoding="extractive", kl_weight=0.1, samples=2, baseline_hidden=64, asc_weight=1.0,
-                 prior=None, dropout=0.0, shape_dim=0, softmax_words=0, trainable_words=0, **kwargs):
+                 prior=None, dropout=0.0, shape_dim=0, softmax_words=0, trainable_words=0,
+                 tagging_weight=0.0, **kwargs):
         super().__init__(**kwargs)
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -151,6 +156,8 @@ class SentenceCompression(GenerationModel):
             self.embedding.trainable = False
             self.word_offsets = keras.layers.Embedding(self.trainable_words, word_dim, embeddings_initializer="zeros",
                                                        name="word_offsets")
+        self.tagging_weight = tagging_weight
+        self.tagger = keras.layers.Dense(1, name="keep_tagger") if tagging_weight > 0 else None
         self.softmax_words = min(softmax_words, word_vocab_size) if softmax_words > 0 else word_vocab_size
         # created only when used: runs without it keep their checkpoint layout
         self.shape_embedding = keras.layers.Embedding(NUM_SHAPE_IDS, shape_dim, name="shape_embedding") \
@@ -195,6 +202,8 @@ class SentenceCompression(GenerationModel):
         self.w2.build((None, size))
         self.w3.build((None, self.w1.units))
         self.vocab_output.build((None, size))
+        if self.tagger is not None:
+            self.tagger.build((None, size))
         self.decoder.build((None, word_dim))
         self.w4.build((None, size))
         self.w5.build((None, size))
@@ -211,7 +220,7 @@ class SentenceCompression(GenerationModel):
         return cls(vocab_sizes["words"], fixed.get("objective", "fsc"), m.word_dim, m.hidden_size,
                    m.attention_size, m.decoding, m.kl_weight, m.samples, m.baseline_hidden, m.asc_weight,
                    prior=prior, dropout=m.dropout, shape_dim=m.shape_dim, softmax_words=m.softmax_words,
-                   trainable_words=m.trainable_words,
+                   trainable_words=m.trainable_words, tagging_weight=m.tagging_weight,
                    name="compression")
 
     def word_embedding_layer(self):
@@ -335,6 +344,16 @@ class SentenceCompression(GenerationModel):
         mask = tf.cast(batch["target_mask"], tf.float32)
         return -tf.reduce_sum(log_p * mask), tf.reduce_sum(mask)
 
+    def tagging_loss(self, batch, memory):
+        """Mean binary cross-entropy of the keep tagger over the labelled source tokens."""
+        states = memory["states"][:, :-1]  # without the end sentinel
+        labels = _fit_labels(batch["labels"], tf.shape(states)[1])
+        scored = (labels >= 0) & memory["mask"][:, :-1]
+        logits = tf.squeeze(self.tagger(states), -1)
+        losses = tf.nn.sigmoid_cross_entropy_with_logits(tf.cast(tf.maximum(labels, 0), tf.float32), logits)
+        weights = tf.cast(scored, tf.float32)
+        return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
     # ------------------------------------------------------------------ ASC (eq. 5-16)
 
     def sample_compressions(self, memory, samples):
@@ -457,6 +476,10 @@ class SentenceCompression(GenerationModel):
             fsc = -tf.reduce_sum(log_p * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
             tf.summary.scalar("fsc/nll", fsc)
             total = fsc
+            if self.tagger is not None:
+                tagging = self.tagging_loss(batch, memory)
+                tf.summary.scalar("fsc/tagging_loss", tagging)
+                total = total + self.tagging_weight * tagging
         if self.objective in ("asc", "asc+fsc"):
             asc, stats, positions = self.asc_loss(batch, memory, training)
             for name, value in stats.items():

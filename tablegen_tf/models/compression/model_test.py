@@ -264,3 +264,17 @@ def test_trainable_words_fine_tune_frequent_rows_and_keep_the_table_fixed():
     paths = [v.path for v in model.trainable_variables]
     assert "sentence_compression/word_offsets/embeddings" in paths
     assert "sentence_compression/embedding/embeddings" not in paths
+
+
+def test_tagging_loss_is_the_keep_tagger_cross_entropy_on_labelled_tokens():
+    model = tiny(tagging_weight=0.5)
+    batch = toy_batch()
+    memory = model.encode(batch)
+    logits = tf.squeeze(model.tagger(memory["states"][:, :-1]), -1).numpy()[:2]  # example 2 has no labels
+    labels = batch["labels"][:2]
+    p = 1.0 / (1.0 + np.exp(-logits))
+    expected = -np.mean(np.where(labels == 1, np.log(p), np.log(1.0 - p)))
+    assert float(model.tagging_loss(batch, memory)) == pytest.approx(expected, rel=1e-5)
+    joint = float(model.compute_loss_from_batch(batch))
+    model.tagging_weight = 0.0  # the same weights, eq. 22 alone
+    assert joint == pytest.approx(float(model.compute_loss_from_batch(batch)) + 0.5 * expected, rel=1e-5)
