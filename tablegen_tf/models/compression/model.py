@@ -88,6 +88,10 @@ class CompressionConfig:
     # on the deletion labels, this weight against eq. 22): the encoder learns the labels directly,
     # not only through the pointer (training only; decoding is unchanged)
     tagging_weight: float = 0.0
+    # > 0 (with the tagger): extractive decoding adds this weight x the tagger's log-probability of
+    # each choice (keep position i, drop those skipped; </s>: drop the rest), renormalised: a
+    # product of the pointer mixture and the per-token tagger (chosen on the selection split)
+    tagger_decoding_weight: float = 0.0
 
 
 def lstm_step(x, state, cell, stop_weights=False):
@@ -139,7 +143,7 @@ class SentenceCompression(GenerationModel):
     def __init__(self, word_vocab_size, objective="fsc", word_dim=100, hidden_size=128, attention_size=128,
                  decoding="extractive", kl_weight=0.1, samples=2, baseline_hidden=64, asc_weight=1.0,
                  prior=None, dropout=0.0, shape_dim=0, softmax_words=0, trainable_words=0,
-                 tagging_weight=0.0, **kwargs):
+                 tagging_weight=0.0, tagger_decoding_weight=0.0, **kwargs):
         super().__init__(**kwargs)
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -157,6 +161,7 @@ class SentenceCompression(GenerationModel):
             self.word_offsets = keras.layers.Embedding(self.trainable_words, word_dim, embeddings_initializer="zeros",
                                                        name="word_offsets")
         self.tagging_weight = tagging_weight
+        self.tagger_decoding_weight = tagger_decoding_weight if tagging_weight > 0 else 0.0
         self.tagger = keras.layers.Dense(1, name="keep_tagger") if tagging_weight > 0 else None
         self.softmax_words = min(softmax_words, word_vocab_size) if softmax_words > 0 else word_vocab_size
         # created only when used: runs without it keep their checkpoint layout
@@ -221,6 +226,7 @@ class SentenceCompression(GenerationModel):
                    m.attention_size, m.decoding, m.kl_weight, m.samples, m.baseline_hidden, m.asc_weight,
                    prior=prior, dropout=m.dropout, shape_dim=m.shape_dim, softmax_words=m.softmax_words,
                    trainable_words=m.trainable_words, tagging_weight=m.tagging_weight,
+                   tagger_decoding_weight=m.tagger_decoding_weight,
                    name="compression")
 
     def word_embedding_layer(self):
@@ -252,9 +258,16 @@ class SentenceCompression(GenerationModel):
         states = tf.concat([outputs * tf.cast(mask, outputs.dtype)[..., None], end], 1)  # [B, S + 1, 2H]
         has_tokens = tf.cast(tf.reduce_any(mask, 1), tf.float32)[:, None]
         # h^c_0: the source sentence vector (both directions' final states); zeros for empty inputs
-        return {"states": states, "keys": self.w2(states), "mask": tf.concat([mask, tf.ones([batch, 1], tf.bool)], 1),
-                "source_ids": ids, "h0": tf.concat([fh, bh], -1) * has_tokens,
-                "c0": tf.concat([fc, bc], -1) * has_tokens}
+        memory = {"states": states, "keys": self.w2(states), "mask": tf.concat([mask, tf.ones([batch, 1], tf.bool)], 1),
+                  "source_ids": ids, "h0": tf.concat([fh, bh], -1) * has_tokens,
+                  "c0": tf.concat([fc, bc], -1) * has_tokens}
+        if self.tagger is not None:
+            logits = tf.squeeze(self.tagger(states[:, :-1]), -1)
+            drop = tf.where(mask, tf.math.log_sigmoid(-logits), 0.0)
+            # keep_scores[i]: log p(keep i); skipped_drop[k] = sum of log p(drop j) for j < k, [B, S + 1]
+            memory["keep_scores"] = tf.math.log_sigmoid(logits)
+            memory["skipped_drop"] = tf.pad(tf.cumsum(drop, 1), [[0, 0], [1, 0]])
+        return memory
 
     # ------------------------------------------------------------------ pointer + mixture
 
@@ -508,7 +521,9 @@ class SentenceCompression(GenerationModel):
                 alpha, beta, t = self._mixture(hc[:, None, :], memory, log_alpha)
                 alpha, beta, t = alpha[:, 0], beta[:, 0], t[:, 0]
                 if self.decoding == "extractive":
-                    log_probs = self._extractive_mixture_log_probs(alpha, beta, t, memory["source_ids"], allowed)
+                    tagged = self._tagger_choice_scores(memory, last) if self.tagger_decoding_weight else None
+                    log_probs = self._extractive_mixture_log_probs(alpha, beta, t, memory["source_ids"], allowed,
+                                                                   tagged)
                 else:  # eq. 21: the mixture; the sentinel's pointer mass goes to </s>
                     probs = mixture_probs(alpha[:, :-1], self._full_vocabulary(beta), t)
                     probs = probs + tf.one_hot(EOS_ID, tf.shape(probs)[1]) * (t * alpha[:, -1])[:, None]
@@ -522,7 +537,15 @@ class SentenceCompression(GenerationModel):
         vocab_part = tf.where(tf.equal(tf.range(self.word_vocab_size), EOS_ID)[None, :], end[:, None], NEG_INF)
         return tf.concat([vocab_part, tf.where(allowed[:, :-1], source, NEG_INF)], 1)
 
-    def _extractive_mixture_log_probs(self, alpha, beta, t, source_ids, allowed):
+    def _tagger_choice_scores(self, memory, last):
+        """[B, S + 1] the tagger's log-probability of each next choice after position ``last``:
+        keep i (> last) and drop last+1..i-1; the sentinel: drop every token after ``last``."""
+        skipped = memory["skipped_drop"]
+        before = tf.gather(skipped, last + 1, batch_dims=1)[:, None]
+        keep = memory["keep_scores"] + skipped[:, :-1] - before
+        return tf.concat([keep, skipped[:, -1:] - before], 1)
+
+    def _extractive_mixture_log_probs(self, alpha, beta, t, source_ids, allowed, tagged=None):
         """eq. 21 restricted to deletion choices: position i <- t alpha_i + (1 - t) beta(s_i) (no
         beta credit for <unk>, as in eq. 22), </s> <- t alpha_end + (1 - t) beta(</s>); renormalised."""
         source_ids = self._softmax_ids(source_ids)
@@ -530,7 +553,12 @@ class SentenceCompression(GenerationModel):
         source = t[:, None] * alpha[:, :-1] + (1.0 - t[:, None]) * word_p
         end = t * alpha[:, -1] + (1.0 - t) * beta[:, EOS_ID]
         probs = tf.concat([tf.where(allowed[:, :-1], source, 0.0), end[:, None]], 1)
-        log_p = tf.math.log(tf.maximum(probs, 1e-30)) - tf.math.log(tf.reduce_sum(probs, 1, keepdims=True))
+        log_p = tf.math.log(tf.maximum(probs, 1e-30))
+        if tagged is not None:  # product with the tagger, renormalised over the allowed choices
+            log_p = tf.where(allowed, log_p + self.tagger_decoding_weight * tagged, NEG_INF)
+            log_p = log_p - tf.reduce_logsumexp(log_p, 1, keepdims=True)
+        else:
+            log_p = log_p - tf.math.log(tf.reduce_sum(probs, 1, keepdims=True))
         return self._extractive_log_probs(log_p[:, :-1], log_p[:, -1], allowed)
 
     def serving_signatures(self, module):

@@ -278,3 +278,24 @@ def test_tagging_loss_is_the_keep_tagger_cross_entropy_on_labelled_tokens():
     joint = float(model.compute_loss_from_batch(batch))
     model.tagging_weight = 0.0  # the same weights, eq. 22 alone
     assert joint == pytest.approx(float(model.compute_loss_from_batch(batch)) + 0.5 * expected, rel=1e-5)
+
+
+def test_tagger_decoding_multiplies_each_choice_by_the_taggers_probability():
+    # after keeping position 0: keep i > 0 is worth p(keep i) * prod_{0<j<i} p(drop j), </s> prod_{j>0} p(drop j)
+    model, batch = tiny(tagging_weight=1.0), toy_batch()
+    steps = {}
+    for weight in (0.0, 2.0):
+        model.tagger_decoding_weight = weight
+        memory = model.encode(batch)
+        step_fn, state = model.decoding_step_fn(memory), model.initial_decoding_state(memory)
+        _, state = step_fn(tf.fill([3], BOS_ID), 0, state)
+        steps[weight] = step_fn(tf.fill([3], V + 0), 1, state)[0].numpy().astype(np.float64)
+    logits = tf.squeeze(model.tagger(memory["states"][:, :-1]), -1).numpy().astype(np.float64)
+    keep, drop = -np.logaddexp(0, -logits), -np.logaddexp(0, logits)
+    for b, length in enumerate([6, 6, 4]):
+        tagger = [keep[b, i] + drop[b, 1:i].sum() for i in range(1, length)] + [drop[b, 1:length].sum()]
+        plain = np.r_[steps[0.0][b, V + 1:V + length], steps[0.0][b, EOS_ID]]
+        expected = plain + 2.0 * np.array(tagger)
+        expected -= np.logaddexp.reduce(expected)
+        got = np.r_[steps[2.0][b, V + 1:V + length], steps[2.0][b, EOS_ID]]
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
