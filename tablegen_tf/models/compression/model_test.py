@@ -240,9 +240,10 @@ def test_shape_features_and_a_smaller_softmax_train_and_decode():
     batch = toy_batch()
     with tf.GradientTape() as tape:
         loss = model.compute_loss_from_batch(batch, training=True)
-    grads = dict(zip([v.path for v in model.trainable_variables], tape.gradient(loss, model.trainable_variables)))
+    grads = dict(zip([v.path.split("/", 1)[1] for v in model.trainable_variables],
+                     tape.gradient(loss, model.trainable_variables)))
     assert np.isfinite(float(loss))
-    assert grads["sentence_compression/shape_embedding/embeddings"] is not None
+    assert grads["shape_embedding/embeddings"] is not None
     assert model.vocab_output.kernel.shape[-1] == 12
     ids, lengths, _, _ = decode_ids(model, batch, DecodeConfig(beam_size=3, max_length=12))
     for row, length in zip(ids.numpy(), lengths.numpy()):
@@ -261,9 +262,9 @@ def test_trainable_words_fine_tune_frequent_rows_and_keep_the_table_fixed():
     vectors = model.embed(ids).numpy()[0]
     np.testing.assert_array_equal(vectors[0] - model.embedding.embeddings.numpy()[5], np.arange(40, 48))
     np.testing.assert_array_equal(vectors[1] - model.embedding.embeddings.numpy()[20], np.arange(8, 16))  # <unk>'s
-    paths = [v.path for v in model.trainable_variables]
-    assert "sentence_compression/word_offsets/embeddings" in paths
-    assert "sentence_compression/embedding/embeddings" not in paths
+    paths = [v.path.split("/", 1)[1] for v in model.trainable_variables]  # the model's name varies
+    assert "word_offsets/embeddings" in paths
+    assert "embedding/embeddings" not in paths
 
 
 def test_tagging_loss_is_the_keep_tagger_cross_entropy_on_labelled_tokens():
