@@ -190,7 +190,7 @@ def test_compression_config_ranks_compressions_by_a_length_normalised_score():
     from tablegen_tf.generation import search_inputs
 
     decode = load_config("compression").decode
-    assert decode.length_penalty == pytest.approx(1.25)
+    assert decode.length_penalty == pytest.approx(0.5)
     model, batch = tiny(), toy_batch()
     ids, lengths, scores, _ = decode_ids(model, batch, dataclasses.replace(decode, max_length=12))
     _, state, prev, step_fn, _ = search_inputs(model, batch, decode, tiled=False)
@@ -201,7 +201,7 @@ def test_compression_config_ranks_compressions_by_a_length_normalised_score():
         chosen = np.take_along_axis(log_probs.numpy(), ids[:, j:j + 1], 1)[:, 0]
         summed += np.where(j < lengths, chosen, 0.0)
         prev = tf.constant(ids[:, j])
-    np.testing.assert_allclose(scores.numpy(), summed / ((5.0 + lengths) / 6.0) ** 1.25, rtol=1e-4)
+    np.testing.assert_allclose(scores.numpy(), summed / ((5.0 + lengths) / 6.0) ** 0.5, rtol=1e-4)
 
 
 def test_pretrained_embeddings_fill_the_word_table_in_vocabulary_order_and_can_freeze_it(tmp_path):
