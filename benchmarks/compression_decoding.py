@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--input", required=True, help="compression TSV (original, compressed) to score")
     parser.add_argument("--length-penalty", nargs="+", type=float, default=[0.0])
     parser.add_argument("--beam-size", nargs="+", type=int, default=[5])
+    parser.add_argument("--tagger-weight", nargs="+", type=float, default=[None],
+                        help="model.tagger_decoding_weight values (runs trained with model.tagging_weight)")
     parser.add_argument("--buckets", action="store_true", help="F1 and ratio per length / reference-ratio bucket")
     args = parser.parse_args()
 
@@ -67,14 +69,19 @@ def main() -> None:
     first = None
     for beam in args.beam_size:
         for penalty in args.length_penalty:
-            decode = dataclasses.replace(trained.config.decode, length_penalty=penalty, beam_size=beam)
-            start = time.time()
-            texts, _ = inference.generate_texts_and_plans(trained.model, trained.featurizer, examples, decode,
-                                                          progress=False)
-            rows = sentence_rows(examples, texts)
-            first = first or rows
-            print(json.dumps({"beam_size": beam, "length_penalty": penalty, **summary(rows),
-                              "seconds": round(time.time() - start, 1)}), flush=True)
+            for tagger_weight in args.tagger_weight:
+                if tagger_weight is not None:
+                    trained.model.tagger_decoding_weight = tagger_weight
+                decode = dataclasses.replace(trained.config.decode, length_penalty=penalty, beam_size=beam)
+                start = time.time()
+                texts, _ = inference.generate_texts_and_plans(trained.model, trained.featurizer, examples, decode,
+                                                              progress=False)
+                rows = sentence_rows(examples, texts)
+                first = first or rows
+                setting = {"beam_size": beam, "length_penalty": penalty}
+                if tagger_weight is not None:
+                    setting["tagger_decoding_weight"] = tagger_weight
+                print(json.dumps({**setting, **summary(rows), "seconds": round(time.time() - start, 1)}), flush=True)
     if args.buckets:
         for name, buckets, column in (("source tokens", LENGTH_BUCKETS, 0), ("reference ratio", RATIO_BUCKETS, 3)):
             for low, high in buckets:

@@ -553,6 +553,45 @@ def _run_average(args, _extra) -> int:
     return 0
 
 
+def _add_embeddings(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "embeddings",
+        help="train word embeddings (PPMI + truncated SVD) on unlabelled text",
+        description="Tokenizes INPUT files (one sentence per line, .txt or .gz) with the project tokenizer, "
+        "counts co-occurrences within --window tokens, and writes the rank --dim SVD of their positive PMI "
+        "as a word2vec text file, for `--set model.pretrained_embeddings=OUT` (its word_dim must be --dim). "
+        "Never give it the sentences you select or report on.",
+    )
+    parser.add_argument("--input", nargs="+", required=True, help="text files, one sentence per line")
+    parser.add_argument("--out", required=True, help="the embeddings file to write")
+    parser.add_argument("--dim", type=int, default=64, help="vector size (= the model's word_dim; default 64)")
+    parser.add_argument("--window", type=int, default=5, help="context tokens on each side (default 5)")
+    parser.add_argument("--min-count", type=int, default=2, help="rarer words get no vector (default 2)")
+    parser.add_argument("--max-words", type=int, default=0, help="keep the N most frequent words (0: all)")
+    parser.add_argument("--lowercase", action="store_true", help="lower-case before counting")
+    parser.set_defaults(handler=_run_embeddings)
+
+
+def _run_embeddings(args, _extra) -> int:
+    import time
+
+    from tablegen_tf import embeddings
+
+    start = time.time()
+    try:
+        sentences = list(embeddings.read_sentences(args.input, args.lowercase))
+        words, vectors = embeddings.train_embeddings(sentences, args.dim, args.window, args.min_count,
+                                                     args.max_words)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"tablegen embeddings: error: {error}", file=sys.stderr)
+        return 2
+    embeddings.save_embeddings(args.out, words, vectors)
+    tokens = sum(len(sentence) for sentence in sentences)
+    print(f"embeddings: {len(words):,} words x {args.dim} from {len(sentences):,} sentences ({tokens:,} tokens) "
+          f"in {time.time() - start:.0f}s -> {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tablegen",
@@ -565,6 +604,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(subparsers)
     _add_export(subparsers)
     _add_average(subparsers)
+    _add_embeddings(subparsers)
     _add_config(subparsers)
     for name in QUIET_COMMANDS[:-1]:  # `config show` says nothing worth a -v
         subparsers.choices[name].add_argument(
@@ -582,7 +622,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands whose console shows only our lines, warnings and errors; everything else
 # (TF C++, Beam workers, absl) goes to their log file. `pipeline run` has its own.
-QUIET_COMMANDS = ("prepare", "train", "evaluate", "generate", "export", "average", "models", "config")
+QUIET_COMMANDS = ("prepare", "train", "evaluate", "generate", "export", "average", "embeddings", "models", "config")
 
 
 def _log_file(args) -> Optional[str]:

@@ -60,9 +60,21 @@ def test_deletion_labels_round_trip_through_prepare(prepared):
 def trained(prepared, tmp_path_factory):
     from tablegen_cli.main import main
 
-    run = str(tmp_path_factory.mktemp("run") / "fsc")
+    root = tmp_path_factory.mktemp("run")
+    # the run uses every compression-only input option, so export/serve parity covers them:
+    # pre-trained embeddings (`tablegen embeddings` on the training sources), shape features,
+    # a vocabulary softmax smaller than the vocabulary
+    text = root / "sources.txt"
+    text.write_text("\n".join(_sources("train.tsv")) + "\n", encoding="utf-8")
+    vectors = str(root / "emb.txt")
+    assert main(["embeddings", "--input", str(text), "--out", vectors, "--dim", "8", "--min-count", "1"]) == 0
+    run = str(root / "fsc")
     assert main(["train", "--config", "compression", *TINY, "--train", os.path.join(prepared, "train"),
-                 "--valid", os.path.join(prepared, "valid"), "--out", run, "--no-progress"]) == 0
+                 "--valid", os.path.join(prepared, "valid"), "--out", run, "--no-progress",
+                 "--set", f"model.pretrained_embeddings={vectors}", "--set", "model.shape_dim=2",
+                 "--set", "model.softmax_words=40"]) == 0
+    with open(os.path.join(run, "logs", "train.log"), encoding="utf-8") as handle:
+        assert "vocabulary words from " + vectors in handle.read()
     return run
 
 

@@ -22,6 +22,7 @@ and declares (class attributes, never probed with hasattr):
 * ``supports_tbptt``: ``tbptt_loss_and_gradients(batch, t1, t2, training)`` exists.
 
 Optional hooks with neutral defaults: ``attention_images`` and ``summary_images`` (TensorBoard),
+``word_embedding_layer`` (the table ``model.pretrained_embeddings`` initialises),
 ``serving_signatures`` (extra SavedModel signatures of the family), ``explain_tokens``
 (per-token copy and attention for the ``explain`` signature) and
 ``token_nll`` (summed NLL and token count of a batch, for perplexity; declared by
@@ -108,6 +109,11 @@ class GenerationModel(keras.Model):
         ``copy_probability`` [B, T] (the share of the token's probability that came from
         copying) and ``copied_from`` [B, T] int32 (the source item copied, -1 when generated);
         None when the family has no attention to show (tablegen_tf.generation.explain_text)."""
+        return None
+
+    def word_embedding_layer(self) -> Optional[keras.layers.Embedding]:
+        """The word embedding table (rows = the word vocabulary's ids) that
+        ``model.pretrained_embeddings`` initialises (tablegen_tf.embeddings), or None."""
         return None
 
     def serving_signatures(self, module) -> Dict[str, Callable]:

@@ -197,6 +197,7 @@ class Trainer:
         keras.utils.set_random_seed(self.train_config.seed)  # initialisation; input order is seeded below
         with self.strategy.scope():
             self.model = self.family.build_model(config, vocab_sizes(self.vocabs))
+            self._load_pretrained_embeddings()  # before the optimizer: a frozen table is not trainable
             self.optimizer = make_optimizer(self.train_config.optimizer)
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
             self.best_bleu = tf.Variable(-1.0, dtype=tf.float32, trainable=False, name="best_bleu")
@@ -226,6 +227,16 @@ class Trainer:
             name: tf.summary.create_file_writer(os.path.join(output_dir, LOGS, name)) if self.is_chief
             else tf.summary.create_noop_writer() for name in ("train", "valid")
         }
+
+    def _load_pretrained_embeddings(self):
+        """``model.pretrained_embeddings``: the word table's initial rows (a resumed or
+        warm-started run then restores its own weights over them)."""
+        path = getattr(self.config.model, "pretrained_embeddings", "")
+        if path:
+            from tablegen_tf.embeddings import initialise_word_embeddings
+
+            self._say(initialise_word_embeddings(self.model, self.vocabs.tokens["words"], path,
+                                                 freeze=getattr(self.config.model, "freeze_embeddings", False)))
 
     def _build_variables(self):
         """Creates model and optimizer variables so checkpoints restore eagerly."""

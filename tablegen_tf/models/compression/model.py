@@ -68,6 +68,30 @@ class CompressionConfig:
     asc_weight: float = 1.0  # weight of the ASC bound against eq. 22 in the joint objective (eq. 24: 1)
     prior_run: str = ""  # a `compression-lm` run directory: the prior p(c); "" = no prior (log p(c) = 0)
     dropout: float = 0.0  # training only, on word embeddings and encoder states (the paper is silent; 8k pairs overfit)
+    # word2vec text file (`tablegen embeddings`) initialising the word table at step 0: 7k pairs
+    # alone teach little about 20k+ words (tablegen_tf.embeddings; docs/compression.md)
+    pretrained_embeddings: str = ""
+    freeze_embeddings: bool = False  # keep the pre-trained table fixed during training
+    # > 0: the encoder also reads a learned embedding of each source token's shape (lower case,
+    # Capitalised, ALL CAPS, number, punctuation, other) x (in / out of vocabulary): what
+    # <unk> alone hides about a rare word (a name? a number?)
+    shape_dim: int = 0
+    # > 0: the vocabulary softmax (eq. 18) covers the first N words only (rarer ones are copied,
+    # as <unk> is), so a large input vocabulary for pre-trained embeddings costs little
+    softmax_words: int = 0
+    # > 0: the word table stays fixed (the pre-trained vectors) and a trained, zero-initialised
+    # table of the first N words (rarer ones share its <unk> row) is added to it: frequent words
+    # are fine-tuned, rare ones keep their pre-trained vectors (fine-tuning all rows with Adam
+    # lets 7k pairs memorise through rare words: docs/compression.md)
+    trainable_words: int = 0
+    # > 0: an auxiliary keep/delete tagger on the encoder states (sigmoid per source token, trained
+    # on the deletion labels, this weight against eq. 22): the encoder learns the labels directly,
+    # not only through the pointer (training only; decoding is unchanged)
+    tagging_weight: float = 0.0
+    # > 0 (with the tagger): extractive decoding adds this weight x the tagger's log-probability of
+    # each choice (keep position i, drop those skipped; </s>: drop the rest), renormalised: a
+    # product of the pointer mixture and the per-token tagger (chosen on the selection split)
+    tagger_decoding_weight: float = 0.0
 
 
 def lstm_step(x, state, cell, stop_weights=False):
@@ -118,7 +142,8 @@ class SentenceCompression(GenerationModel):
 
     def __init__(self, word_vocab_size, objective="fsc", word_dim=100, hidden_size=128, attention_size=128,
                  decoding="extractive", kl_weight=0.1, samples=2, baseline_hidden=64, asc_weight=1.0,
-                 prior=None, dropout=0.0, **kwargs):
+                 prior=None, dropout=0.0, shape_dim=0, softmax_words=0, trainable_words=0,
+                 tagging_weight=0.0, tagger_decoding_weight=0.0, **kwargs):
         super().__init__(**kwargs)
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -129,6 +154,19 @@ class SentenceCompression(GenerationModel):
         self.kl_weight, self.samples, self.asc_weight = kl_weight, samples, asc_weight
         size = 2 * hidden_size
         self.embedding = keras.layers.Embedding(word_vocab_size, word_dim, name="embedding")
+        self.trainable_words = min(trainable_words, word_vocab_size) if trainable_words > 0 else 0
+        self.word_offsets = None  # created only when used: runs without it keep their checkpoint layout
+        if self.trainable_words:
+            self.embedding.trainable = False
+            self.word_offsets = keras.layers.Embedding(self.trainable_words, word_dim, embeddings_initializer="zeros",
+                                                       name="word_offsets")
+        self.tagging_weight = tagging_weight
+        self.tagger_decoding_weight = tagger_decoding_weight if tagging_weight > 0 else 0.0
+        self.tagger = keras.layers.Dense(1, name="keep_tagger") if tagging_weight > 0 else None
+        self.softmax_words = min(softmax_words, word_vocab_size) if softmax_words > 0 else word_vocab_size
+        # created only when used: runs without it keep their checkpoint layout
+        self.shape_embedding = keras.layers.Embedding(NUM_SHAPE_IDS, shape_dim, name="shape_embedding") \
+            if shape_dim > 0 else None
         self.dropout = keras.layers.Dropout(dropout, name="dropout")
         self.encoder = keras.layers.Bidirectional(  # eq. 1
             keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True, name="lstm"), name="encoder")
@@ -137,7 +175,7 @@ class SentenceCompression(GenerationModel):
         self.w1 = keras.layers.Dense(attention_size, use_bias=False, name="pointer_w1")  # eq. 3
         self.w2 = keras.layers.Dense(attention_size, name="pointer_w2")
         self.w3 = keras.layers.Dense(1, use_bias=False, name="pointer_w3")
-        self.vocab_output = keras.layers.Dense(word_vocab_size, name="vocab_output")  # W, eq. 18
+        self.vocab_output = keras.layers.Dense(self.softmax_words, name="vocab_output")  # W, eq. 18
         self.selection = self.add_weight(shape=(size, size), initializer="glorot_uniform", name="selection_m")  # M, eq. 20
         # reconstruction p_theta(s|c), eq. 5-10
         self.decoder = keras.layers.LSTMCell(size, name="decoder")  # f_dec, eq. 5
@@ -157,12 +195,20 @@ class SentenceCompression(GenerationModel):
     def build(self, input_shape=None):
         word_dim, size = self.embedding.output_dim, self.compressor.units
         self.embedding.build(None)
-        self.encoder.build((None, None, word_dim))
+        if self.word_offsets is not None:
+            self.word_offsets.build(None)
+        encoder_dim = word_dim
+        if self.shape_embedding is not None:
+            self.shape_embedding.build(None)
+            encoder_dim += self.shape_embedding.output_dim
+        self.encoder.build((None, None, encoder_dim))
         self.compressor.build((None, word_dim))
         self.w1.build((None, size))
         self.w2.build((None, size))
         self.w3.build((None, self.w1.units))
         self.vocab_output.build((None, size))
+        if self.tagger is not None:
+            self.tagger.build((None, size))
         self.decoder.build((None, word_dim))
         self.w4.build((None, size))
         self.w5.build((None, size))
@@ -178,7 +224,20 @@ class SentenceCompression(GenerationModel):
         prior = load_prior(m.prior_run, vocab_sizes["words"]) if m.prior_run else None
         return cls(vocab_sizes["words"], fixed.get("objective", "fsc"), m.word_dim, m.hidden_size,
                    m.attention_size, m.decoding, m.kl_weight, m.samples, m.baseline_hidden, m.asc_weight,
-                   prior=prior, dropout=m.dropout, name="compression")
+                   prior=prior, dropout=m.dropout, shape_dim=m.shape_dim, softmax_words=m.softmax_words,
+                   trainable_words=m.trainable_words, tagging_weight=m.tagging_weight,
+                   tagger_decoding_weight=m.tagger_decoding_weight,
+                   name="compression")
+
+    def word_embedding_layer(self):
+        return self.embedding
+
+    def embed(self, ids):
+        """Word vectors of ids: the word table's rows (+ the trained offsets of ``trainable_words``)."""
+        vectors = self.embedding(ids)
+        if self.word_offsets is not None:
+            vectors = vectors + self.word_offsets(tf.where(ids < self.trainable_words, ids, UNK_ID))
+        return vectors
 
     # ------------------------------------------------------------------ encoder (eq. 1)
 
@@ -188,16 +247,27 @@ class SentenceCompression(GenerationModel):
         batch, width = tf.shape(ids)[0], tf.shape(ids)[1]
         # one extra masked step: a batch of empty sentences (S = 0) still runs the LSTM
         padded_ids, padded_mask = tf.pad(ids, [[0, 0], [0, 1]]), tf.pad(mask, [[0, 0], [0, 1]])
-        embedded = self.dropout(self.embedding(padded_ids), training=training)
+        embedded = self.embed(padded_ids)
+        if self.shape_embedding is not None:
+            shapes = tf.pad(token_shape_ids(features["source_text"], ids, mask), [[0, 0], [0, 1]])
+            embedded = tf.concat([embedded, self.shape_embedding(shapes)], -1)
+        embedded = self.dropout(embedded, training=training)
         outputs, fh, fc, bh, bc = self.encoder(embedded, mask=padded_mask, training=training)
         outputs = self.dropout(outputs[:, :width], training=training)
         end = tf.tile(self.end_vector[None, None, :], [batch, 1, 1])
         states = tf.concat([outputs * tf.cast(mask, outputs.dtype)[..., None], end], 1)  # [B, S + 1, 2H]
         has_tokens = tf.cast(tf.reduce_any(mask, 1), tf.float32)[:, None]
         # h^c_0: the source sentence vector (both directions' final states); zeros for empty inputs
-        return {"states": states, "keys": self.w2(states), "mask": tf.concat([mask, tf.ones([batch, 1], tf.bool)], 1),
-                "source_ids": ids, "h0": tf.concat([fh, bh], -1) * has_tokens,
-                "c0": tf.concat([fc, bc], -1) * has_tokens}
+        memory = {"states": states, "keys": self.w2(states), "mask": tf.concat([mask, tf.ones([batch, 1], tf.bool)], 1),
+                  "source_ids": ids, "h0": tf.concat([fh, bh], -1) * has_tokens,
+                  "c0": tf.concat([fc, bc], -1) * has_tokens}
+        if self.tagger is not None:
+            logits = tf.squeeze(self.tagger(states[:, :-1]), -1)
+            drop = tf.where(mask, tf.math.log_sigmoid(-logits), 0.0)
+            # keep_scores[i]: log p(keep i); skipped_drop[k] = sum of log p(drop j) for j < k, [B, S + 1]
+            memory["keep_scores"] = tf.math.log_sigmoid(logits)
+            memory["skipped_drop"] = tf.pad(tf.cumsum(drop, 1), [[0, 0], [1, 0]])
+        return memory
 
     # ------------------------------------------------------------------ pointer + mixture
 
@@ -220,6 +290,17 @@ class SentenceCompression(GenerationModel):
         eta = tf.einsum("bts,bsh->bth", alpha, memory["states"])  # eq. 19
         t = tf.sigmoid(tf.einsum("bth,hk,btk->bt", eta, self.selection, hc))  # eq. 20
         return alpha, beta, t
+
+    def _softmax_ids(self, ids):
+        """Word ids as the vocabulary softmax sees them: words beyond ``softmax_words`` are <unk>."""
+        return tf.where(ids < self.softmax_words, ids, UNK_ID)
+
+    def _full_vocabulary(self, beta):
+        """beta [.., softmax_words] -> [.., V] (zero for the words beyond the softmax)."""
+        missing = self.word_vocab_size - self.softmax_words
+        if not missing:
+            return beta
+        return tf.concat([beta, tf.zeros(tf.concat([tf.shape(beta)[:-1], [missing]], 0), beta.dtype)], -1)
 
     def _word_inputs(self, prev_ids, source_ids):
         """Previous extended ids -> word ids (a copy id V + i -> source token i's id)."""
@@ -254,13 +335,13 @@ class SentenceCompression(GenerationModel):
 
     def _fsc_token_log_probs(self, batch, memory, training=False):
         """log p(c_j | c_<j, s) of eq. 21 for each target step [B, T], and the labelled flags."""
-        inputs = self.dropout(self.embedding(batch["target_in"]), training=training)
+        inputs = self.dropout(self.embed(batch["target_in"]), training=training)
         hc = run_lstm(inputs, (memory["h0"], memory["c0"]), self.compressor)  # eq. 2
         targets, previous, labelled = self._pointer_targets(batch, memory)
         allowed = self._allowed(memory["mask"][:, None, :], previous)
         log_alpha = self._pointer_log_alpha(hc, memory["keys"], allowed)
         alpha, beta, t = self._mixture(hc, memory, log_alpha)
-        labels = batch["target_out"]
+        labels = self._softmax_ids(batch["target_out"])
         has_copy = tf.reduce_any(targets > 0, -1)
         vocab_credit = tf.cast(tf.not_equal(labels, UNK_ID) | ~has_copy, tf.float32)
         copy_p = tf.reduce_sum(alpha * targets, -1)
@@ -275,6 +356,16 @@ class SentenceCompression(GenerationModel):
         log_p, _ = self._fsc_token_log_probs(batch, memory)
         mask = tf.cast(batch["target_mask"], tf.float32)
         return -tf.reduce_sum(log_p * mask), tf.reduce_sum(mask)
+
+    def tagging_loss(self, batch, memory):
+        """Mean binary cross-entropy of the keep tagger over the labelled source tokens."""
+        states = memory["states"][:, :-1]  # without the end sentinel
+        labels = _fit_labels(batch["labels"], tf.shape(states)[1])
+        scored = (labels >= 0) & memory["mask"][:, :-1]
+        logits = tf.squeeze(self.tagger(states), -1)
+        losses = tf.nn.sigmoid_cross_entropy_with_logits(tf.cast(tf.maximum(labels, 0), tf.float32), logits)
+        weights = tf.cast(scored, tf.float32)
+        return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
     # ------------------------------------------------------------------ ASC (eq. 5-16)
 
@@ -293,11 +384,11 @@ class SentenceCompression(GenerationModel):
             choice = tf.random.categorical(log_alpha, 1, dtype=tf.int32)[:, 0]
             choice = tf.where(done, -1, choice)
             word = tf.gather(tf.pad(memory["source_ids"], [[0, 0], [0, 1]]), tf.maximum(choice, 0), batch_dims=1)
-            _, state = lstm_step(self.embedding(word), state, self.compressor)
+            _, state = lstm_step(self.embed(word), state, self.compressor)
             return (step + 1, state, tf.where(done, last, choice), done | tf.equal(choice, end),
                     out.write(step, choice))
 
-        start = lstm_step(self.embedding(tf.fill([n], BOS_ID)), (memory["h0"], memory["c0"]), self.compressor)[1]
+        start = lstm_step(self.embed(tf.fill([n], BOS_ID)), (memory["h0"], memory["c0"]), self.compressor)[1]
         out = tf.TensorArray(tf.int32, size=width)
         _, _, _, _, out = tf.while_loop(lambda step, *_: step < width, body,
                                         (0, start, tf.fill([n], -1), tf.zeros([n], tf.bool), out))
@@ -310,7 +401,7 @@ class SentenceCompression(GenerationModel):
         valid = positions >= 0
         words = tf.gather(tf.pad(source_ids, [[0, 0], [0, 1]]), tf.maximum(positions, 0), batch_dims=1)
         inputs = tf.concat([tf.fill([tf.shape(words)[0], 1], BOS_ID), words[:, :-1]], 1)
-        hc = run_lstm(self.embedding(inputs), (memory["h0"], memory["c0"]), self.compressor)  # eq. 2
+        hc = run_lstm(self.embed(inputs), (memory["h0"], memory["c0"]), self.compressor)  # eq. 2
         previous = tf.pad(_running_max(positions)[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
         allowed = self._allowed(memory["mask"][:, None, :], previous)
         log_alpha = self._pointer_log_alpha(hc, memory["keys"], allowed)
@@ -323,7 +414,7 @@ class SentenceCompression(GenerationModel):
         n = tf.shape(c_ids)[0]
         size = self.compressor.units
         zeros = tf.zeros([n, size])
-        h_hat = run_lstm(self.embedding(c_ids), (zeros, zeros), self.compressor, stop_weights=True)  # eq. 6
+        h_hat = run_lstm(self.embed(c_ids), (zeros, zeros), self.compressor, stop_weights=True)  # eq. 6
         c_len = tf.reduce_sum(tf.cast(c_mask, tf.int32), 1)
         last = tf.gather(tf.pad(h_hat, [[0, 0], [0, 1], [0, 0]]), tf.maximum(c_len - 1, 0), batch_dims=1)
         last = last * tf.cast(c_len > 0, tf.float32)[:, None]  # h^d_0 = last c-hat state
@@ -333,7 +424,7 @@ class SentenceCompression(GenerationModel):
         lengths = tf.reduce_sum(tf.cast(source_mask, tf.int32), 1)
         dec_out = tf.tensor_scatter_nd_update(dec_out, tf.stack([tf.range(n), lengths], 1), tf.fill([n], EOS_ID))
         dec_mask = tf.sequence_mask(lengths + 1, tf.shape(dec_out)[1])
-        hd = run_lstm(self.embedding(dec_in), (last, tf.zeros_like(last)), self.decoder)  # eq. 5
+        hd = run_lstm(self.embed(dec_in), (last, tf.zeros_like(last)), self.decoder)  # eq. 5
         v = tf.squeeze(self.w6(tf.tanh(self.w4(hd)[:, :, None, :] + self.w5(h_hat)[:, None, :, :])), -1)  # eq. 7
         gamma = tf.nn.softmax(tf.where(c_mask[:, None, :], v, MASKED_LOGIT), -1)  # eq. 8
         d = tf.einsum("nkj,njh->nkh", gamma, h_hat) * tf.cast(c_len > 0, tf.float32)[:, None, None]  # eq. 9
@@ -398,6 +489,10 @@ class SentenceCompression(GenerationModel):
             fsc = -tf.reduce_sum(log_p * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
             tf.summary.scalar("fsc/nll", fsc)
             total = fsc
+            if self.tagger is not None:
+                tagging = self.tagging_loss(batch, memory)
+                tf.summary.scalar("fsc/tagging_loss", tagging)
+                total = total + self.tagging_weight * tagging
         if self.objective in ("asc", "asc+fsc"):
             asc, stats, positions = self.asc_loss(batch, memory, training)
             for name, value in stats.items():
@@ -417,7 +512,7 @@ class SentenceCompression(GenerationModel):
             h, c, last = state
             last = tf.where(prev_ids >= vocab, prev_ids - vocab, last)
             words = self._word_inputs(prev_ids, memory["source_ids"])
-            hc, (h, c) = lstm_step(self.embedding(words), (h, c), self.compressor)  # eq. 2
+            hc, (h, c) = lstm_step(self.embed(words), (h, c), self.compressor)  # eq. 2
             allowed = self._allowed(memory["mask"], last)
             log_alpha = self._pointer_log_alpha(hc[:, None, :], memory["keys"], allowed[:, None, :])  # eq. 4
             if self.decoding == "pointer":
@@ -426,9 +521,11 @@ class SentenceCompression(GenerationModel):
                 alpha, beta, t = self._mixture(hc[:, None, :], memory, log_alpha)
                 alpha, beta, t = alpha[:, 0], beta[:, 0], t[:, 0]
                 if self.decoding == "extractive":
-                    log_probs = self._extractive_mixture_log_probs(alpha, beta, t, memory["source_ids"], allowed)
+                    tagged = self._tagger_choice_scores(memory, last) if self.tagger_decoding_weight else None
+                    log_probs = self._extractive_mixture_log_probs(alpha, beta, t, memory["source_ids"], allowed,
+                                                                   tagged)
                 else:  # eq. 21: the mixture; the sentinel's pointer mass goes to </s>
-                    probs = mixture_probs(alpha[:, :-1], beta, t)
+                    probs = mixture_probs(alpha[:, :-1], self._full_vocabulary(beta), t)
                     probs = probs + tf.one_hot(EOS_ID, tf.shape(probs)[1]) * (t * alpha[:, -1])[:, None]
                     log_probs = tf.where(probs > 0, tf.math.log(tf.maximum(probs, 1e-30)), NEG_INF)
             return log_probs, (h, c, last)
@@ -440,14 +537,28 @@ class SentenceCompression(GenerationModel):
         vocab_part = tf.where(tf.equal(tf.range(self.word_vocab_size), EOS_ID)[None, :], end[:, None], NEG_INF)
         return tf.concat([vocab_part, tf.where(allowed[:, :-1], source, NEG_INF)], 1)
 
-    def _extractive_mixture_log_probs(self, alpha, beta, t, source_ids, allowed):
+    def _tagger_choice_scores(self, memory, last):
+        """[B, S + 1] the tagger's log-probability of each next choice after position ``last``:
+        keep i (> last) and drop last+1..i-1; the sentinel: drop every token after ``last``."""
+        skipped = memory["skipped_drop"]
+        before = tf.gather(skipped, last + 1, batch_dims=1)[:, None]
+        keep = memory["keep_scores"] + skipped[:, :-1] - before
+        return tf.concat([keep, skipped[:, -1:] - before], 1)
+
+    def _extractive_mixture_log_probs(self, alpha, beta, t, source_ids, allowed, tagged=None):
         """eq. 21 restricted to deletion choices: position i <- t alpha_i + (1 - t) beta(s_i) (no
         beta credit for <unk>, as in eq. 22), </s> <- t alpha_end + (1 - t) beta(</s>); renormalised."""
+        source_ids = self._softmax_ids(source_ids)
         word_p = tf.gather(beta, source_ids, batch_dims=1) * tf.cast(tf.not_equal(source_ids, UNK_ID), beta.dtype)
         source = t[:, None] * alpha[:, :-1] + (1.0 - t[:, None]) * word_p
         end = t * alpha[:, -1] + (1.0 - t) * beta[:, EOS_ID]
         probs = tf.concat([tf.where(allowed[:, :-1], source, 0.0), end[:, None]], 1)
-        log_p = tf.math.log(tf.maximum(probs, 1e-30)) - tf.math.log(tf.reduce_sum(probs, 1, keepdims=True))
+        log_p = tf.math.log(tf.maximum(probs, 1e-30))
+        if tagged is not None:  # product with the tagger, renormalised over the allowed choices
+            log_p = tf.where(allowed, log_p + self.tagger_decoding_weight * tagged, NEG_INF)
+            log_p = log_p - tf.reduce_logsumexp(log_p, 1, keepdims=True)
+        else:
+            log_p = log_p - tf.math.log(tf.reduce_sum(probs, 1, keepdims=True))
         return self._extractive_log_probs(log_p[:, :-1], log_p[:, -1], allowed)
 
     def serving_signatures(self, module):
@@ -487,6 +598,28 @@ def load_prior(run_dir: str, vocab_size: int) -> CompressionLM:
 
     variables_checkpoint(prior).restore(path).expect_partial().assert_existing_objects_matched()
     return prior
+
+
+# Token shapes, first match wins (RE2 full matches); id = 1 + index (+ NUM_SHAPES when the
+# token is out of vocabulary), 0 = padding.
+SHAPE_PATTERNS = (
+    r".*\p{N}.*",  # a number, or a word with digits (G20, 2-1)
+    r"[^\p{L}\p{N}]+",  # punctuation, symbols
+    r"\p{Ll}.*",  # lower case
+    r"\p{Lu}[\p{Lu}.&'’-]+",  # ALL CAPS, acronyms (NATO, U.S.)
+    r"\p{Lu}.*",  # Capitalised
+)
+NUM_SHAPES = len(SHAPE_PATTERNS) + 1  # + other (scripts without case)
+NUM_SHAPE_IDS = 1 + 2 * NUM_SHAPES
+
+
+def token_shape_ids(text, ids, mask):
+    """Shape ids [B, S] of source tokens ``text`` [B, S] (strings) given their word ids and mask."""
+    shape = tf.fill(tf.shape(text), NUM_SHAPES)
+    for index, pattern in reversed(list(enumerate(SHAPE_PATTERNS))):
+        shape = tf.where(tf.strings.regex_full_match(text, pattern), index + 1, shape)
+    shape = shape + tf.where(tf.equal(ids, UNK_ID), NUM_SHAPES, 0)
+    return tf.where(mask, shape, 0)
 
 
 def _fit_labels(labels, width):

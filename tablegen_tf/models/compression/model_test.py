@@ -190,7 +190,7 @@ def test_compression_config_ranks_compressions_by_a_length_normalised_score():
     from tablegen_tf.generation import search_inputs
 
     decode = load_config("compression").decode
-    assert decode.length_penalty == pytest.approx(1.25)
+    assert decode.length_penalty == pytest.approx(0.5)
     model, batch = tiny(), toy_batch()
     ids, lengths, scores, _ = decode_ids(model, batch, dataclasses.replace(decode, max_length=12))
     _, state, prev, step_fn, _ = search_inputs(model, batch, decode, tiled=False)
@@ -201,4 +201,102 @@ def test_compression_config_ranks_compressions_by_a_length_normalised_score():
         chosen = np.take_along_axis(log_probs.numpy(), ids[:, j:j + 1], 1)[:, 0]
         summed += np.where(j < lengths, chosen, 0.0)
         prev = tf.constant(ids[:, j])
-    np.testing.assert_allclose(scores.numpy(), summed / ((5.0 + lengths) / 6.0) ** 1.25, rtol=1e-4)
+    np.testing.assert_allclose(scores.numpy(), summed / ((5.0 + lengths) / 6.0) ** 0.5, rtol=1e-4)
+
+
+def test_pretrained_embeddings_fill_the_word_table_in_vocabulary_order_and_can_freeze_it(tmp_path):
+    from tablegen_tf.embeddings import initialise_word_embeddings, save_embeddings
+
+    model = tiny()
+    vocab = [f"w{i}" for i in range(V)]
+    before = model.embedding.embeddings.numpy()
+    scale = np.mean(np.linalg.norm(before, axis=1))
+    vectors = np.eye(8, dtype=np.float32)[[3, 5]] * 2.0  # w7 -> e3, w4 -> e5 (file order differs from ids)
+    path = str(tmp_path / "emb.txt")
+    save_embeddings(path, ["w7", "w4"], vectors)
+    message = initialise_word_embeddings(model, vocab, path, freeze=True)
+    assert message.startswith("word embeddings: 2 of 30 vocabulary words") and "(frozen)" in message
+    after = model.embedding.embeddings.numpy()
+    np.testing.assert_allclose(after[7], np.eye(8)[3] * scale, rtol=1e-5)
+    np.testing.assert_allclose(after[4], np.eye(8)[5] * scale, rtol=1e-5)
+    untouched = [i for i in range(V) if i not in (4, 7)]
+    np.testing.assert_array_equal(after[untouched], before[untouched])
+    assert not any("embedding" in v.path and "shape" not in v.path for v in model.trainable_variables)
+
+
+def test_token_shapes_tell_names_numbers_and_unknown_words_apart():
+    from tablegen_tf.constants import UNK_ID
+    from tablegen_tf.models.compression.model import NUM_SHAPES, token_shape_ids
+
+    text = tf.constant([["Obama", "said", "NATO", "G20", ",", "U.S.", ""]])
+    ids = tf.constant([[UNK_ID, 9, 9, UNK_ID, 9, 9, 0]])
+    mask = tf.constant([[True] * 6 + [False]])
+    # 1 number, 2 punctuation, 3 lower, 4 ALL CAPS, 5 Capitalised; + NUM_SHAPES when <unk>; 0 padding
+    assert token_shape_ids(text, ids, mask).numpy().tolist() == [[5 + NUM_SHAPES, 3, 4, 1 + NUM_SHAPES, 2, 4, 0]]
+
+
+def test_shape_features_and_a_smaller_softmax_train_and_decode():
+    model = tiny(shape_dim=3, softmax_words=12)  # toy source ids 4..29: most are beyond the softmax
+    batch = toy_batch()
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss_from_batch(batch, training=True)
+    grads = dict(zip([v.path.split("/", 1)[1] for v in model.trainable_variables],
+                     tape.gradient(loss, model.trainable_variables)))
+    assert np.isfinite(float(loss))
+    assert grads["shape_embedding/embeddings"] is not None
+    assert model.vocab_output.kernel.shape[-1] == 12
+    ids, lengths, _, _ = decode_ids(model, batch, DecodeConfig(beam_size=3, max_length=12))
+    for row, length in zip(ids.numpy(), lengths.numpy()):
+        assert row[length - 1] == EOS_ID and (row[:length - 1] >= V).all()
+    model.decoding = "abstractive"  # eq. 21 over the full vocabulary: zero for the words beyond the softmax
+    log_probs, _ = model.decoding_step_fn(model.encode(batch))(tf.fill([3], BOS_ID), 0, model.initial_decoding_state(
+        model.encode(batch)))
+    assert log_probs.shape[-1] == V + 6 and np.all(log_probs.numpy()[:, 12:V] < -1e8)
+
+
+def test_trainable_words_fine_tune_frequent_rows_and_keep_the_table_fixed():
+    model = tiny(trainable_words=10)
+    ids = tf.constant([[5, 20]])
+    np.testing.assert_array_equal(model.embed(ids).numpy(), model.embedding(ids).numpy())  # zero offsets at first
+    model.word_offsets.embeddings.assign(tf.reshape(tf.range(80, dtype=tf.float32), [10, 8]))
+    vectors = model.embed(ids).numpy()[0]
+    np.testing.assert_array_equal(vectors[0] - model.embedding.embeddings.numpy()[5], np.arange(40, 48))
+    np.testing.assert_array_equal(vectors[1] - model.embedding.embeddings.numpy()[20], np.arange(8, 16))  # <unk>'s
+    paths = [v.path.split("/", 1)[1] for v in model.trainable_variables]  # the model's name varies
+    assert "word_offsets/embeddings" in paths
+    assert "embedding/embeddings" not in paths
+
+
+def test_tagging_loss_is_the_keep_tagger_cross_entropy_on_labelled_tokens():
+    model = tiny(tagging_weight=0.5)
+    batch = toy_batch()
+    memory = model.encode(batch)
+    logits = tf.squeeze(model.tagger(memory["states"][:, :-1]), -1).numpy()[:2]  # example 2 has no labels
+    labels = batch["labels"][:2]
+    p = 1.0 / (1.0 + np.exp(-logits))
+    expected = -np.mean(np.where(labels == 1, np.log(p), np.log(1.0 - p)))
+    assert float(model.tagging_loss(batch, memory)) == pytest.approx(expected, rel=1e-5)
+    joint = float(model.compute_loss_from_batch(batch))
+    model.tagging_weight = 0.0  # the same weights, eq. 22 alone
+    assert joint == pytest.approx(float(model.compute_loss_from_batch(batch)) + 0.5 * expected, rel=1e-5)
+
+
+def test_tagger_decoding_multiplies_each_choice_by_the_taggers_probability():
+    # after keeping position 0: keep i > 0 is worth p(keep i) * prod_{0<j<i} p(drop j), </s> prod_{j>0} p(drop j)
+    model, batch = tiny(tagging_weight=1.0), toy_batch()
+    steps = {}
+    for weight in (0.0, 2.0):
+        model.tagger_decoding_weight = weight
+        memory = model.encode(batch)
+        step_fn, state = model.decoding_step_fn(memory), model.initial_decoding_state(memory)
+        _, state = step_fn(tf.fill([3], BOS_ID), 0, state)
+        steps[weight] = step_fn(tf.fill([3], V + 0), 1, state)[0].numpy().astype(np.float64)
+    logits = tf.squeeze(model.tagger(memory["states"][:, :-1]), -1).numpy().astype(np.float64)
+    keep, drop = -np.logaddexp(0, -logits), -np.logaddexp(0, logits)
+    for b, length in enumerate([6, 6, 4]):
+        tagger = [keep[b, i] + drop[b, 1:i].sum() for i in range(1, length)] + [drop[b, 1:length].sum()]
+        plain = np.r_[steps[0.0][b, V + 1:V + length], steps[0.0][b, EOS_ID]]
+        expected = plain + 2.0 * np.array(tagger)
+        expected -= np.logaddexp.reduce(expected)
+        got = np.r_[steps[2.0][b, V + 1:V + length], steps[2.0][b, EOS_ID]]
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
