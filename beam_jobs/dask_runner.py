@@ -58,6 +58,7 @@ from apache_beam.runners.worker import statesampler
 from apache_beam.transforms.sideinputs import SideInputMap
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils import counters
+from distributed.diagnostics.plugin import WorkerPlugin
 
 DaskOptions = beam_dask.DaskOptions
 PARTITIONS_PER_THREAD = 4  # shuffle width by default: a few tasks per worker thread balance the load
@@ -88,6 +89,24 @@ class _Receivers(dict):
     def __missing__(self, tag):
         receiver = self[tag] = _CollectingReceiver(tag, self.outputs)
         return receiver
+
+
+class _ImportDoFnModules(WorkerPlugin):
+    """A Dask worker plugin: unpickles every DoFn of the job once when a worker joins, before it
+    runs any task, so the modules they need are imported then.
+
+    Otherwise a worker imports them lazily from two threads: the task thread unpickling a DoFn
+    (``beam_jobs.prepare`` -> ``tablegen_tf.readers`` -> ``.base``) and the communication thread
+    unpickling elements whose classes live in a submodule (``tablegen_tf.readers.base.RawTable``).
+    Python 3.11 imports a submodule holding its lock while it waits for the parent package's,
+    so those two deadlock (``_DeadlockError``, seen once in CI)."""
+
+    def __init__(self, pickled_fns: Sequence[bytes]):
+        self.pickled_fns = list(pickled_fns)
+
+    def setup(self, worker=None):
+        for pickled_fn in self.pickled_fns:
+            pickler.loads(pickled_fn)
 
 
 @dataclasses.dataclass
@@ -201,6 +220,7 @@ class _Translator(PipelineVisitor):
         self.npartitions = npartitions
         self.partitions: Dict[pvalue.PCollection, List] = {}
         self.metrics: List = []  # one delayed MetricUpdates per ParDo partition
+        self.pickled_fns: List[bytes] = []  # each ParDo's DoFn, for _ImportDoFnModules
 
     def visit_transform(self, node: AppliedPTransform) -> None:
         transform = node.transform
@@ -244,6 +264,7 @@ class _Translator(PipelineVisitor):
         transform = node.transform
         main_input = next(iter(node.main_inputs.values()))
         pickled_fn = pickler.dumps(transform.fn)
+        self.pickled_fns.append(pickled_fn)
         side_specs, side_values = [], []
         for side_input in node.side_inputs:
             side_specs.append(_SideInputSpec(type(side_input), side_input._view_options(),
@@ -285,9 +306,10 @@ def _chunks(values: Sequence, count: int) -> List[List]:
 # --- runner and result ------------------------------------------------------------------
 
 class DaskPipelineResult(PipelineResult):
-    def __init__(self, client, futures, owns_client: bool):
+    def __init__(self, client, futures, owns_client: bool, plugin_name: Optional[str] = None):
         super().__init__(PipelineState.RUNNING)
         self._client, self._futures, self._owns_client = client, futures, owns_client
+        self._plugin_name = plugin_name
         self._metrics = DirectMetrics()
 
     def wait_until_finish(self, duration=None):
@@ -314,12 +336,23 @@ class DaskPipelineResult(PipelineResult):
             raise
         finally:
             self._futures = []
+            self._unregister_plugin()
             if self._owns_client:
                 self._client.close()
         return self._state
 
+    def _unregister_plugin(self):
+        """A shared cluster keeps no trace of this job (no plugin re-run by workers that join)."""
+        if self._plugin_name:
+            name, self._plugin_name = self._plugin_name, None
+            try:
+                self._client.unregister_worker_plugin(name)
+            except (ValueError, OSError):  # the cluster is gone already: nothing to leave behind
+                pass
+
     def cancel(self):
         self._client.cancel(self._futures)
+        self._unregister_plugin()
         self._state = PipelineState.CANCELLED
         return self._state
 
@@ -344,8 +377,10 @@ class DaskRunner(beam_dask.DaskRunner):
             pipeline.replace_all(dask_overrides())
             translator = _Translator(npartitions)
             pipeline.visit(translator)
+            plugin_name = f"tablegen-dofn-imports-{uuid.uuid4().hex[:8]}"
+            client.register_plugin(_ImportDoFnModules(translator.pickled_fns), name=plugin_name)
             futures = client.compute(translator.metrics)
         except BaseException:
             client.close()
             raise
-        return DaskPipelineResult(client, futures, owns_client=True)
+        return DaskPipelineResult(client, futures, owns_client=True, plugin_name=plugin_name)

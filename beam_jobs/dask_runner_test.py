@@ -142,3 +142,41 @@ def test_dask_runner_names_mean_ours_on_the_command_line_and_in_beam():
     assert with_our_runners(["--runner", "dask"]) == ["--runner", DASK_RUNNER]
     assert with_our_runners(["--runner=DataflowRunner"]) == ["--runner=DataflowRunner"]
     assert type(create_runner(DASK_RUNNER)) is DaskRunner
+
+
+def test_a_worker_imports_the_dofns_modules_before_any_task_and_the_job_leaves_no_plugin(tmp_path):
+    """Lazy imports from a task thread and a communication thread at once once deadlocked in CI
+    (``_DeadlockError`` on ``tablegen_tf.readers.base``): the runner's worker plugin imports every
+    DoFn's module when the job starts, before any task, and is unregistered when the job ends."""
+    import sys
+    import textwrap
+
+    from dask.distributed import Client, LocalCluster
+
+    (tmp_path / "dofn_module_for_test.py").write_text(textwrap.dedent(f"""
+        import traceback
+        import apache_beam as beam
+        with open({str(tmp_path / "imported_by.txt")!r}, "a") as handle:
+            handle.write(" ".join(frame.name for frame in traceback.extract_stack()) + "\\n")
+        class Double(beam.DoFn):
+            def process(self, number):
+                yield 2 * number
+    """))
+    sys.path.insert(0, str(tmp_path))  # worker processes start with the launcher's sys.path
+    try:
+        import dofn_module_for_test
+
+        (tmp_path / "imported_by.txt").unlink()  # this process's import; the worker's comes next
+        with LocalCluster(n_workers=1, processes=True, threads_per_worker=1, host="127.0.0.1",
+                          dashboard_address=None, local_directory=str(tmp_path / "dask-scratch")) as cluster:
+            pipeline = _pipeline(cluster.scheduler_address)
+            assert_that(pipeline | beam.Create([1, 2]) | beam.ParDo(dofn_module_for_test.Double()), equal_to([2, 4]))
+            pipeline.run().wait_until_finish()
+            with Client(cluster.scheduler_address) as client:
+                plugins = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.worker_plugins))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("dofn_module_for_test", None)
+    stacks = [line.split() for line in (tmp_path / "imported_by.txt").read_text().splitlines()]
+    assert len(stacks) == 1 and "setup" in stacks[0] and "_run_bundle" not in stacks[0], stacks
+    assert not [name for name in plugins if name.startswith("tablegen-")]
