@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from tablegen_tf.config import (CORPORA, Config, ConfigError, DecodeConfig, build_config, deep_merge, load_config,
+from tablegen_tf.config import (CORPORA, Config, ConfigError, DecodeConfig, build_config, config_path, deep_merge, load_config,
                                 load_run_config, parse_overrides, save_run_config)
 
 
@@ -34,6 +34,20 @@ def test_every_corpus_config_loads_and_builds_its_model(corpus):
     if family.config_class.KIND == "encdec":  # the families with position embeddings
         assert config.model.value_dim == 4
         assert model.max_position == config.data.max_position  # one source: data.max_position
+
+
+@pytest.mark.parametrize("overlay", ["e2e_pipeline_sizes", "e2e_order_planning"])
+def test_every_experiment_overlay_loads_over_its_corpus(overlay):
+    config = load_config(f"e2e,experiments/{overlay}")
+    assert config.train.max_steps > 0 and config.train.eval_every_steps > 0
+
+
+def test_the_e2e_quality_run_overlay_is_the_papers_full_model_at_128_units():
+    config = load_config("e2e,experiments/e2e_order_planning")
+    full_model = load_config("e2e", [f"model=@{config_path('order_planning/t3_copy_hybrid')}"])
+    assert (config.model.name, config.model.attention, config.model.copy) == (
+        full_model.model.name, full_model.model.attention, full_model.model.copy)
+    assert (config.model.hidden_size, config.data.max_words, config.train.max_steps) == (128, 1200, 6000)
 
 
 def test_corpus_values_override_the_code_defaults():
