@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from tablegen_tf.config import (CORPORA, Config, ConfigError, DecodeConfig, build_config, config_path, deep_merge, load_config,
-                                load_run_config, parse_overrides, save_run_config)
+from tablegen_tf.config import (CORPORA, Config, ConfigError, DecodeConfig, build_config, config_path, deep_merge,
+                                load_config, load_run_config, parse_overrides, save_run_config)
 
 
 def test_deep_merge_merges_mappings_and_replaces_the_rest():
