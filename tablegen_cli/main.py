@@ -509,9 +509,10 @@ def _add_export(subparsers) -> None:
 
 
 def _run_export(args, _extra) -> int:
-    import os
+    import time
 
     from tablegen_tf.export import export_saved_model, next_version_dir
+    from tablegen_tf.progress import format_duration
 
     if args.output:
         target = args.output
@@ -519,10 +520,14 @@ def _run_export(args, _extra) -> int:
         target = next_version_dir(os.path.join(args.serving_base, args.model_name))
     # Write beside, then rename: a polling server never sees a half-written version.
     staging = target.rstrip("/") + ".tmp"
+    members = " + ".join([args.model, *args.ensemble])
+    # Tracing every signature (beam search, reranking, warm-up requests) takes minutes on 2 cores.
+    print(f"exporting {members}: tracing the serving signatures ...", flush=True)
+    started = time.monotonic()
     export_saved_model(args.model, staging, ensemble=args.ensemble, model_name=args.model_name,
                        decode_overrides=_decode_overrides(args))
     os.replace(staging, target)
-    print(f"exported {' + '.join([args.model, *args.ensemble])} -> {target}")
+    print(f"exported {members} -> {target} in {format_duration(time.monotonic() - started)}")
     return 0
 
 
