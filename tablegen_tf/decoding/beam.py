@@ -247,7 +247,7 @@ def run_beam_search(
         # the graph loop (its finished entries leave the batch; XLA compiles per shape).
         bucket = tf.reduce_sum(tf.cast(max_length > tf.constant(JIT_STEP_BUCKETS), tf.int32))
         bucket = tf.where(batch_size <= jit_max_batch, bucket, len(JIT_STEP_BUCKETS))
-        cum, lengths, extra, ids = tf.switch_case(bucket, [jit_search(s) for s in JIT_STEP_BUCKETS] + [search])
+        cum, lengths, extra, ids = common.switch_case(bucket, [jit_search(s) for s in JIT_STEP_BUCKETS] + [search])
     else:
         cum, lengths, extra, ids = search()
     # The last top_k already sorted beams by the ranking key: beam 0 is the best.
