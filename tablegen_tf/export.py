@@ -34,10 +34,11 @@ from typing import Mapping, Optional, Sequence
 import tensorflow as tf
 
 from tablegen_tf.constants import EXAMPLES_ASSET, WARMUP_ASSET
+from tablegen_tf.decoding.common import switch_case
 from tablegen_tf.generation import decode_text, explain_text
 
 # beam_size is a graph input, but the search needs a static beam width: one branch
-# per supported width, chosen with tf.switch_case.
+# per supported width, chosen with a switch_case that runs only the chosen branch.
 SUPPORTED_BEAMS = tuple(range(1, 11))
 CONFIG_ASSET = os.path.join("assets.extra", "tablegen_config.json")
 MEMBERS_ASSET = os.path.join("assets.extra", "tablegen_checkpoints.json")  # the checkpoint(s) exported
@@ -96,7 +97,7 @@ class ServingModule(tf.Module):
 
             return run
 
-        text, score = tf.switch_case(beam_size - 1, [branch(b) for b in SUPPORTED_BEAMS])
+        text, score = switch_case(beam_size - 1, [branch(b) for b in SUPPORTED_BEAMS])
         return {"text": text, "score": score}
 
 

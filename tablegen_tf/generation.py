@@ -14,6 +14,7 @@ from tablegen_tf.config import DecodeConfig
 from tablegen_tf.constants import BOS_ID, EOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.data.featurizer import output_positions, token_strings
 from tablegen_tf.decoding import beam_search, constrained_beam_search, greedy_search
+from tablegen_tf.decoding.common import switch_case
 from tablegen_tf.metrics.slot_graph import KNOWN_ATTRIBUTES, slot_error_kinds, slot_errors
 from tablegen_tf.reranking import beam_reranker
 
@@ -106,8 +107,8 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     # A batch without any constraint takes the plain search: the same output (constrained
     # search without constraints is plain beam search, tested), without the constraint
     # bookkeeping's ops and passes over [B, K, W] at every step.
-    ids, lengths, scores = tf.cond(tf.reduce_any(tf.convert_to_tensor(constraints) >= 0),
-                                   constrained, unconstrained)
+    any_constraint = tf.reduce_any(tf.convert_to_tensor(constraints) >= 0)
+    ids, lengths, scores = switch_case(tf.cast(any_constraint, tf.int32), [unconstrained, constrained])
     return ids, lengths, scores, memory
 
 

@@ -23,6 +23,10 @@ import tensorflow as tf
 
 from tablegen_tf.decoding import common
 
+# Step-buffer lengths of a search compiled whole with XLA (``jit_max_batch``): one
+# compilation per bucket, the smallest >= max_length (E2E 80: 128; RotoWire 850: 1024).
+JIT_STEP_BUCKETS = (128, 1024)
+
 
 class BeamHooks:
     """Per-beam extension points (constrained search overrides them); defaults = plain.
@@ -84,10 +88,12 @@ def beam_search(
         ``make_step_fn(memory)``). Then a batch entry whose search is over (what stops the
         loop, for that entry) leaves the batch: the step function runs on the other
         entries' rows only. The same output, except the tokens of dead beams.
-      jit_max_batch: a batch of at most this many entries runs each step (the step
-        function and the beam bookkeeping) as ONE XLA computation instead of ~100 graph
-        ops: what a one-table request's latency is made of (compiled once per shape, i.e.
-        per memory length for a one-table batch); larger batches take the loop above.
+      jit_max_batch: a batch of at most this many entries runs the WHOLE search (every
+        step: the step function and the beam bookkeeping, then the backtracking) as ONE
+        XLA computation instead of ~100 graph ops per step: what a one-table request's
+        latency is made of (compiled once per shape, i.e. per memory length for a
+        one-table batch, and per step bucket, JIT_STEP_BUCKETS); larger batches and
+        max_length beyond the last bucket take the loop above.
 
     Returns:
       ids [B, T] (or [B, K, T]) int32, positions after the end padded with pad_id;
@@ -131,27 +137,12 @@ def run_beam_search(
     def cond(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
         return (t < max_length) & ~tf.reduce_all(entry_done(cum, finished))
 
-    def search(jit_step):
-        """-> (cum, lengths, extra, ids [B, K, T]) of the loop, each step as ONE XLA
-        computation (``jit_step``) or as graph ops."""
-        compact = step_memory is not None and not hooks.full_width and not jit_step
+    def search():
+        """-> (cum, lengths, extra, ids [B, K, T]) of the graph loop."""
+        compact = step_memory is not None and not hooks.full_width
         memory, make_step_fn = step_memory if compact else ((), None)
 
-        @tf.function(jit_compile=True, autograph=False)
-        def fused_step(prev_ids, t, state, cum, finished, lengths):
-            cand_lengths = lengths + tf.cast(~finished, tf.int32)
-            log_probs, state = step_fn(prev_ids, t, state)
-            cum, parent, token, _ = _select_per_beam_first(
-                log_probs, cum, finished, cand_lengths, tf.shape(cum)[0], k, length_penalty, penalties, pad_id)
-            finished = tf.gather(finished, parent, batch_dims=1) | tf.equal(token, end_id)
-            lengths = tf.gather(cand_lengths, parent, batch_dims=1)
-            return token, parent, cum, finished, lengths, common.gather_beams(state, parent, k)
-
         def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
-            if jit_step:
-                token, parent, cum, finished, lengths, state = fused_step(prev_ids, t, state, cum, finished, lengths)
-                return (t + 1, tf.reshape(token, [-1]), state, cum, finished, lengths,
-                        extra, ids_ta.write(t, token), parents_ta.write(t, parent), live, memory)
             cand_lengths = lengths + tf.cast(~finished, tf.int32)  # [B, K]
             if compact:
                 # prev_ids, state and memory hold the rows of the live entries only; the
@@ -191,13 +182,11 @@ def run_beam_search(
                 extra, ids_ta.write(t, token), parents_ta.write(t, parent), live, memory,
             )
 
-        # Only beam 0 alive at the start: the first top_k then picks K distinct tokens.
-        first_alive = tf.one_hot(0, k, on_value=0.0, off_value=common.NEG_INF)  # [K]
         loop_vars = (
             tf.constant(0),
             tf.repeat(start_ids, k),  # [N]
             common.tile_batch(initial_state, k),
-            tf.tile(first_alive[None, :], [batch_size, 1]),  # cum log-probs [B, K]
+            _first_cum(batch_size, k),
             tf.zeros([batch_size, k], tf.bool),
             tf.zeros([batch_size, k], tf.int32),
             hooks.initial_extra(batch_size, k),
@@ -207,16 +196,60 @@ def run_beam_search(
             memory,
         )
         _, _, _, cum, _, lengths, extra, ids_ta, parents_ta, _, _ = tf.while_loop(
-            cond, body, loop_vars,
+            lambda t, prev_ids, state, cum, finished, *_: (t < max_length) & ~tf.reduce_all(entry_done(cum, finished)),
+            body, loop_vars,
             shape_invariants=common.loop_invariants(loop_vars),
             maximum_iterations=max_length,
         )
         return cum, lengths, extra, _backtrack(ids_ta, parents_ta, lengths, batch_size, k, pad_id)
 
+    @tf.function(jit_compile=True, autograph=False)
+    def whole_search(start_ids, initial_state, max_length, penalties, buffer):
+        """The graph loop's search (plain hooks, no compaction) as ONE XLA computation: step
+        tokens and parents go to buffers [S, B, K] (``buffer``: zeros of that shape, S a
+        bucket >= max_length), backtracked inside too. -> (cum, lengths, ids [B, K, S], steps run)."""
+        batch_size = tf.shape(start_ids)[0]
+
+        def body(t, prev_ids, state, cum, finished, lengths, step_ids, parents):
+            cand_lengths = lengths + tf.cast(~finished, tf.int32)
+            log_probs, state = step_fn(prev_ids, t, state)
+            cum, parent, token, _ = _select_per_beam_first(
+                log_probs, cum, finished, cand_lengths, batch_size, k, length_penalty, penalties, pad_id)
+            finished = tf.gather(finished, parent, batch_dims=1) | tf.equal(token, end_id)
+            return (t + 1, tf.reshape(token, [-1]), common.gather_beams(state, parent, k), cum, finished,
+                    tf.gather(cand_lengths, parent, batch_dims=1),
+                    _write_step(step_ids, t, token), _write_step(parents, t, parent))
+
+        loop_vars = (tf.constant(0), tf.repeat(start_ids, k), common.tile_batch(initial_state, k),
+                     _first_cum(batch_size, k), tf.zeros([batch_size, k], tf.bool), tf.zeros([batch_size, k], tf.int32),
+                     buffer, buffer)
+        t, _, _, cum, _, lengths, step_ids, parents = tf.while_loop(
+            lambda t, prev_ids, state, cum, finished, *_: (t < max_length) & ~tf.reduce_all(entry_done(cum, finished)),
+            body, loop_vars, shape_invariants=common.loop_invariants(loop_vars),
+        )
+        ids = common.mask_after_length(_backtrack_steps(step_ids, parents, t, batch_size, k), lengths, pad_id)
+        return cum, lengths, ids, t
+
+    def jit_search(steps):
+        def run():
+            # penalties of lengths 0 .. max_length + 1 as the graph loop computes them (the
+            # same bits), padded to a static length: one compilation for every max_length.
+            table = () if penalties is None else tf.reshape(
+                tf.pad(penalties, [[0, steps + 2 - tf.shape(penalties)[0]]]), [steps + 2])
+            buffer = tf.zeros([steps, batch_size, k], tf.int32)
+            cum, lengths, ids, ran = whole_search(start_ids, initial_state, max_length, table, buffer)
+            return cum, lengths, hooks.initial_extra(batch_size, k), ids[:, :, :ran]
+
+        return run
+
     if jit_max_batch > 0 and not hooks.full_width:
-        cum, lengths, extra, ids = tf.cond(batch_size <= jit_max_batch, lambda: search(True), lambda: search(False))
+        # The smallest step bucket >= max_length; longer searches and larger batches take
+        # the graph loop (its finished entries leave the batch; XLA compiles per shape).
+        bucket = tf.reduce_sum(tf.cast(max_length > tf.constant(JIT_STEP_BUCKETS), tf.int32))
+        bucket = tf.where(batch_size <= jit_max_batch, bucket, len(JIT_STEP_BUCKETS))
+        cum, lengths, extra, ids = common.switch_case(bucket, [jit_search(s) for s in JIT_STEP_BUCKETS] + [search])
     else:
-        cum, lengths, extra, ids = search(False)
+        cum, lengths, extra, ids = search()
     # The last top_k already sorted beams by the ranking key: beam 0 is the best.
     scores = common.normalise(cum, lengths, length_penalty)
     if return_all_beams:
@@ -279,6 +312,32 @@ def _only_pad_after_end(log_probs, finished, pad_id):
     width = tf.shape(log_probs)[-1]
     pad_row = tf.where(tf.equal(tf.range(width), pad_id), 0.0, common.NEG_INF)  # [W]
     return tf.where(finished[..., None], pad_row, log_probs)
+
+
+def _first_cum(batch_size, k):
+    """Cumulative log-probs [B, K] at the start: only beam 0 alive, so the first top_k
+    picks K distinct tokens."""
+    first_alive = tf.one_hot(0, k, on_value=0.0, off_value=common.NEG_INF)  # [K]
+    return tf.tile(first_alive[None, :], [batch_size, 1])
+
+
+def _write_step(buffer, t, values):
+    """buffer [T, B, K] with row t set to values [B, K]."""
+    return tf.tensor_scatter_nd_update(buffer, [[t]], values[None])
+
+
+def _backtrack_steps(step_ids, parents, steps, batch_size, k):
+    """Buffers [T, B, K] of which the first ``steps`` rows were written -> sequences
+    [B, K, T] following parent pointers from beam k at the last step (common.gather_tree
+    over a fixed-size buffer; rows from ``steps`` on stay 0)."""
+    def body(t, beams, out):
+        token = tf.gather(step_ids[t], beams, batch_dims=1)
+        return t - 1, tf.gather(parents[t], beams, batch_dims=1), _write_step(out, t, token)
+
+    loop_vars = (steps - 1, tf.tile(tf.range(k)[None, :], [batch_size, 1]), tf.zeros_like(step_ids))
+    _, _, out = tf.while_loop(lambda t, *_: t >= 0, body, loop_vars,
+                              shape_invariants=common.loop_invariants(loop_vars))
+    return tf.transpose(out, [1, 2, 0])
 
 
 def _time_array():

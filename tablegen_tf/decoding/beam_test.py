@@ -294,3 +294,26 @@ def test_xla_steps_give_the_same_beams(all_beams, alpha):
         plain, jitted = both(batch)
         for a, b in zip(plain, jitted):
             np.testing.assert_array_equal(a, b)
+
+
+def test_max_length_beyond_the_xla_step_buckets_takes_the_graph_loop(monkeypatch):
+    # The whole-search XLA computation has step buffers of JIT_STEP_BUCKETS; a longer
+    # max_length must still decode (through the graph loop), with the same beams.
+    from tablegen_tf.decoding import beam
+
+    monkeypatch.setattr(beam, "JIT_STEP_BUCKETS", (4,))
+    table = random_table(1, vocab=9, width=12)
+    starts = tf.constant([START])
+
+    @tf.function
+    def both(max_length):
+        model = MarkovModel(table)
+        search = lambda jit: beam_search(  # noqa: E731
+            model.step_fn, starts, model.initial_state(starts), 3, max_length, END, return_all_beams=True,
+            jit_max_batch=jit)
+        return search(0), search(1)
+
+    for max_length in (3, 10):  # within the bucket (XLA), beyond it (graph loop)
+        plain, jitted = both(tf.constant(max_length))
+        for a, b in zip(plain, jitted):
+            np.testing.assert_array_equal(a, b)

@@ -1,9 +1,10 @@
-"""copied_word_ids: the decoding contract's copy ids become the copied item's word id."""
+"""copied_word_ids: the decoding contract's copy ids become the copied item's word id;
+switch_case keeps its branches as function calls."""
 
 import numpy as np
 import tensorflow as tf
 
-from tablegen_tf.decoding.common import copied_word_ids
+from tablegen_tf.decoding.common import copied_word_ids, switch_case
 
 VOCAB = 10
 
@@ -32,3 +33,15 @@ def test_copied_items_work_for_strings_too():
     texts = tf.constant([["The", "Eagle"], ["Aromi", ""]])
     got = copied_items(tf.constant([[VOCAB + 1, 3], [VOCAB, VOCAB + 5]]), texts, VOCAB).numpy()
     assert got[0, 0] == b"Eagle" and got[1, 0] == b"Aromi" and got[1, 1] == b""  # clipped to the last item
+
+
+def test_switch_case_runs_the_chosen_branch_and_is_not_lowered():
+    # Lowered to Switch/Merge, the branches not taken would run as dead ops at every call
+    # (the SavedModel generate's 10 beam widths): the Case op must say not to lower.
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+    def pick(index):
+        return switch_case(index, [lambda: tf.constant(10), lambda: tf.constant(20), lambda: index * 100])
+
+    assert [int(pick(tf.constant(i))) for i in range(3)] == [10, 20, 200]
+    cases = [op for op in pick.get_concrete_function().graph.get_operations() if op.type in ("Case", "StatelessCase")]
+    assert len(cases) == 1 and cases[0].get_attr("_lower_using_switch_merge") is False
