@@ -7,8 +7,6 @@ import tensorflow as tf
 
 from tablegen_tf import schema, syntax
 
-pytest.importorskip("spacy")
-
 
 @pytest.fixture(scope="module")
 def nlp():
