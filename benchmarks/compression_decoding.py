@@ -9,10 +9,13 @@ Choose settings on the selection split (docs/compression.md), never on the valid
 
     .venv/bin/python benchmarks/compression_decoding.py --model runs/fsc_all \\
         --input data/tsv/select.tsv --length-penalty 0 1 1.25 1.5 --buckets
+    .venv/bin/python benchmarks/compression_decoding.py --model runs/sh8tg --input data/tsv/select.tsv \\
+        --length-penalty 0.5 --tagger-weight 0.5 1 --tagger-bias 0 -0.5 -1
 """
 
 import argparse
 import dataclasses
+import itertools
 import json
 import os
 import sys
@@ -55,6 +58,8 @@ def main() -> None:
     parser.add_argument("--beam-size", nargs="+", type=int, default=[5])
     parser.add_argument("--tagger-weight", nargs="+", type=float, default=[None],
                         help="model.tagger_decoding_weight values (runs trained with model.tagging_weight)")
+    parser.add_argument("--tagger-bias", nargs="+", type=float, default=[None],
+                        help="model.tagger_keep_bias values (< 0: the tagger keeps fewer tokens in decoding)")
     parser.add_argument("--buckets", action="store_true", help="F1 and ratio per length / reference-ratio bucket")
     args = parser.parse_args()
 
@@ -69,18 +74,19 @@ def main() -> None:
     first = None
     for beam in args.beam_size:
         for penalty in args.length_penalty:
-            for tagger_weight in args.tagger_weight:
-                if tagger_weight is not None:
-                    trained.model.tagger_decoding_weight = tagger_weight
+            for tagger_weight, tagger_bias in itertools.product(args.tagger_weight, args.tagger_bias):
+                overrides = {"tagger_decoding_weight": tagger_weight, "tagger_keep_bias": tagger_bias}
+                overrides = {name: value for name, value in overrides.items() if value is not None}
+                for member in getattr(trained.model, "members", [trained.model]):  # an ensemble: each run
+                    for name, value in overrides.items():
+                        setattr(member, name, value)
                 decode = dataclasses.replace(trained.config.decode, length_penalty=penalty, beam_size=beam)
                 start = time.time()
                 texts, _ = inference.generate_texts_and_plans(trained.model, trained.featurizer, examples, decode,
                                                               progress=False)
                 rows = sentence_rows(examples, texts)
                 first = first or rows
-                setting = {"beam_size": beam, "length_penalty": penalty}
-                if tagger_weight is not None:
-                    setting["tagger_decoding_weight"] = tagger_weight
+                setting = {"beam_size": beam, "length_penalty": penalty, **overrides}
                 print(json.dumps({**setting, **summary(rows), "seconds": round(time.time() - start, 1)}), flush=True)
     if args.buckets:
         for name, buckets, column in (("source tokens", LENGTH_BUCKETS, 0), ("reference ratio", RATIO_BUCKETS, 3)):

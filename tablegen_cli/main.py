@@ -597,6 +597,34 @@ def _run_embeddings(args, _extra) -> int:
     return 0
 
 
+def _add_syntax(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "syntax",
+        help="add dependency parses to prepared text examples (compression's syntactic scaffold)",
+        description="Copies a `tablegen prepare` directory of text examples (--format compression / sentences) "
+        "to --out with each source sentence's dependency parse (spaCy en_core_web_sm, "
+        "tablegen_tf/syntax.py): training targets for `--set models.compression.syntax_weight=W`.",
+    )
+    parser.add_argument("--input", required=True, help="a prepared directory (examples-*.tfrecord.gz, vocab)")
+    parser.add_argument("--out", required=True, help="the directory to write")
+    parser.set_defaults(handler=_run_syntax)
+
+
+def _run_syntax(args, _extra) -> int:
+    import time
+
+    from tablegen_tf import syntax
+
+    start = time.time()
+    try:
+        written = syntax.annotate_directory(args.input, args.out)
+    except (FileNotFoundError, ValueError, RuntimeError) as error:
+        print(f"tablegen syntax: error: {error}", file=sys.stderr)
+        return 2
+    print(f"syntax: parsed {written:,} examples in {time.time() - start:.0f}s -> {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tablegen",
@@ -610,6 +638,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(subparsers)
     _add_average(subparsers)
     _add_embeddings(subparsers)
+    _add_syntax(subparsers)
     _add_config(subparsers)
     for name in QUIET_COMMANDS[:-1]:  # `config show` says nothing worth a -v
         subparsers.choices[name].add_argument(
@@ -627,7 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Commands whose console shows only our lines, warnings and errors; everything else
 # (TF C++, Beam workers, absl) goes to their log file. `pipeline run` has its own.
-QUIET_COMMANDS = ("prepare", "train", "evaluate", "generate", "export", "average", "embeddings", "models", "config")
+QUIET_COMMANDS = ("prepare", "train", "evaluate", "generate", "export", "average", "embeddings", "syntax", "models",
+                  "config")
 
 
 def _log_file(args) -> Optional[str]:

@@ -43,6 +43,11 @@ REFERENCE_TOKENS = "reference_tokens"
 SOURCE_TEXT = "source_text"
 SOURCE_TOKENS = "source_tokens"
 LABELS = "labels"
+# Optional dependency parse of the source tokens (`tablegen syntax`, tablegen_tf/syntax.py): per
+# token its label id (syntax.DEP_LABELS) and its head's index (itself for the root); training
+# targets of the compression family's syntactic scaffold, never model inputs.
+DEP_LABELS = "dep_labels"
+DEP_HEADS = "dep_heads"
 
 EXAMPLE_FORMS = ("table", "text")
 
@@ -207,6 +212,8 @@ class TextExample:
     labels: List[int] = dataclasses.field(default_factory=list)
     references: List[str] = dataclasses.field(default_factory=list)
     reference_tokens: List[str] = dataclasses.field(default_factory=list)
+    dep_labels: List[int] = dataclasses.field(default_factory=list)
+    dep_heads: List[int] = dataclasses.field(default_factory=list)
 
     def to_tf_example(self) -> tf.train.Example:
         example = tf.train.Example()
@@ -219,6 +226,9 @@ class TextExample:
         for key, values in strings.items():
             feature[key].bytes_list.value.extend([v.encode("utf-8") for v in values])
         feature[LABELS].int64_list.value.extend(self.labels)
+        if self.dep_labels:  # only when parsed: unparsed examples keep their bytes
+            feature[DEP_LABELS].int64_list.value.extend(self.dep_labels)
+            feature[DEP_HEADS].int64_list.value.extend(self.dep_heads)
         return example
 
     def serialize(self) -> bytes:
@@ -236,6 +246,7 @@ class TextExample:
             source_tokens=strings(SOURCE_TOKENS), target_tokens=strings(TARGET_TOKENS),
             labels=list(feature[LABELS].int64_list.value), references=strings(REFERENCES),
             reference_tokens=strings(REFERENCE_TOKENS),
+            dep_labels=list(feature[DEP_LABELS].int64_list.value), dep_heads=list(feature[DEP_HEADS].int64_list.value),
         )
 
     def serving_input(self) -> str:
@@ -253,6 +264,8 @@ def text_feature_spec() -> Dict[str, object]:
         SOURCE_TOKENS: tf.io.RaggedFeature(tf.string),
         TARGET_TOKENS: tf.io.RaggedFeature(tf.string),
         LABELS: tf.io.RaggedFeature(tf.int64),
+        DEP_LABELS: tf.io.RaggedFeature(tf.int64),
+        DEP_HEADS: tf.io.RaggedFeature(tf.int64),
         REFERENCE_TOKENS: tf.io.RaggedFeature(tf.string),
     }
 
@@ -318,6 +331,9 @@ def validate(example, needs_text: bool = True) -> Optional[str]:
             return "the target is not a deletion-based compression (no subsequence of the source tokens)"
         if example.labels and len(example.labels) != len(example.source_tokens):
             return f"{len(example.labels)} labels for {len(example.source_tokens)} source tokens"
+        if example.dep_labels and not len(example.dep_labels) == len(example.dep_heads) == len(example.source_tokens):
+            return (f"{len(example.dep_labels)} dependency labels and {len(example.dep_heads)} heads for "
+                    f"{len(example.source_tokens)} source tokens")
     elif not example.values:
         return "empty table: no records"
     if needs_text and not example.target_tokens:

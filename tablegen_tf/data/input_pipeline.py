@@ -171,7 +171,7 @@ def reference_token_strings(parsed) -> tf.Tensor:
     )
 
 
-PADDING_VALUES = {"content_plan": -1, "labels": -1}
+PADDING_VALUES = {"content_plan": -1, "labels": -1, "dep_labels": -1, "dep_heads": -1}
 
 
 def padding_values(element_spec) -> Dict[str, tf.Tensor]:

@@ -3,8 +3,10 @@
 Batch keys (besides the decoder side of CONTRACT.md): ``source_ids`` int32 [B, S]
 (word vocabulary, shared with targets; OOV -> <unk>; 0 pad), ``source_mask`` bool,
 ``source_text`` string [B, S] (copy ids V + i resolve to source token i), ``labels``
-int32 [B, S] (-1 pad; empty when the corpus has none) and ``copy_mask`` [B, T, S]
-(1 where the source token equals the label token).
+int32 [B, S] (-1 pad; empty when the corpus has none), ``dep_labels`` / ``dep_heads`` int32
+[B, S] (the optional dependency parse, schema.DEP_LABELS; -1 pad, and a head cut off by
+max_source_length is -1) and ``copy_mask`` [B, T, S] (1 where the source token equals the
+label token).
 """
 
 from __future__ import annotations
@@ -29,19 +31,25 @@ class TextExampleParser:
     def parse(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
         return tf.io.parse_single_example(serialized, schema.text_feature_spec())
 
-    def source_features(self, source_tokens: tf.Tensor, labels: tf.Tensor) -> Dict[str, tf.Tensor]:
-        if self.config.max_source_length:
-            source_tokens = source_tokens[: self.config.max_source_length]
-            labels = labels[: self.config.max_source_length]
+    def source_features(self, source_tokens: tf.Tensor, labels: tf.Tensor, dep_labels: tf.Tensor,
+                        dep_heads: tf.Tensor) -> Dict[str, tf.Tensor]:
+        limit = self.config.max_source_length
+        if limit:
+            source_tokens, labels = source_tokens[:limit], labels[:limit]
+            dep_labels, dep_heads = dep_labels[:limit], dep_heads[:limit]
+            dep_heads = tf.where(dep_heads < limit, dep_heads, -1)
         return {
             "source_ids": self.vocabs.lookup("words", source_tokens),
             "source_mask": tf.ones_like(source_tokens, tf.bool),
             "source_text": source_tokens,
             "labels": tf.cast(labels, tf.int32),
+            "dep_labels": tf.cast(dep_labels, tf.int32),
+            "dep_heads": tf.cast(dep_heads, tf.int32),
         }
 
     def features(self, parsed, target_tokens: tf.Tensor) -> Dict[str, tf.Tensor]:
-        features = self.source_features(parsed[schema.SOURCE_TOKENS], parsed[schema.LABELS])
+        features = self.source_features(parsed[schema.SOURCE_TOKENS], parsed[schema.LABELS],
+                                        parsed[schema.DEP_LABELS], parsed[schema.DEP_HEADS])
         if self.config.max_target_length:
             target_tokens = target_tokens[: self.config.max_target_length]
         copy_mask = tf.cast(tf.equal(target_tokens[:, None], features["source_text"][None, :]), tf.float32)
@@ -77,5 +85,6 @@ class TextFeaturizer(Featurizer):
         text = tokens.to_tensor("")
         mask = tokens.with_flat_values(tf.ones_like(tokens.flat_values, tf.bool)).to_tensor(False)
         ids = tf.where(mask, self.vocabs.lookup("words", text), PAD_ID)
-        return {"source_ids": ids, "source_mask": mask, "source_text": text,
-                "labels": tf.fill(tf.shape(ids), -1)}
+        unknown = tf.fill(tf.shape(ids), -1)
+        return {"source_ids": ids, "source_mask": mask, "source_text": text, "labels": unknown,
+                "dep_labels": unknown, "dep_heads": unknown}

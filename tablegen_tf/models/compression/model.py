@@ -47,6 +47,7 @@ from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.models.base import GenerationModel
 from tablegen_tf.models.compression.lm import CompressionLM
 from tablegen_tf.models.registry import register_model
+from tablegen_tf.syntax import DEP_LABELS
 
 OBJECTIVES = ("fsc", "asc", "asc+fsc")
 DECODINGS = ("extractive", "pointer", "abstractive")
@@ -92,6 +93,15 @@ class CompressionConfig:
     # each choice (keep position i, drop those skipped; </s>: drop the rest), renormalised: a
     # product of the pointer mixture and the per-token tagger (chosen on the selection split)
     tagger_decoding_weight: float = 0.0
+    # added to the tagger's keep logit in decoding only (with tagger_decoding_weight > 0): < 0 keeps
+    # fewer tokens. A per-token length lever that changes which hypothesis wins (a per-step </s>
+    # penalty does not: every finished hypothesis pays it once; docs/compression.md)
+    tagger_keep_bias: float = 0.0
+    # > 0: a syntactic scaffold: the encoder states also predict each source token's dependency
+    # label and head (a bilinear pointer over the source tokens), this weight x their
+    # cross-entropy, on examples parsed by `tablegen syntax` (tablegen_tf/syntax.py; training
+    # only: decoding and the SavedModel need no parser)
+    syntax_weight: float = 0.0
 
 
 def lstm_step(x, state, cell, stop_weights=False):
@@ -143,7 +153,8 @@ class SentenceCompression(GenerationModel):
     def __init__(self, word_vocab_size, objective="fsc", word_dim=100, hidden_size=128, attention_size=128,
                  decoding="extractive", kl_weight=0.1, samples=2, baseline_hidden=64, asc_weight=1.0,
                  prior=None, dropout=0.0, shape_dim=0, softmax_words=0, trainable_words=0,
-                 tagging_weight=0.0, tagger_decoding_weight=0.0, **kwargs):
+                 tagging_weight=0.0, tagger_decoding_weight=0.0, tagger_keep_bias=0.0, syntax_weight=0.0,
+                 **kwargs):
         super().__init__(**kwargs)
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -162,7 +173,14 @@ class SentenceCompression(GenerationModel):
                                                        name="word_offsets")
         self.tagging_weight = tagging_weight
         self.tagger_decoding_weight = tagger_decoding_weight if tagging_weight > 0 else 0.0
+        self.tagger_keep_bias = tagger_keep_bias
         self.tagger = keras.layers.Dense(1, name="keep_tagger") if tagging_weight > 0 else None
+        self.syntax_weight = syntax_weight
+        # created only when used: runs without them keep their checkpoint layout
+        self.dep_label_output = keras.layers.Dense(len(DEP_LABELS), name="dep_label_output") \
+            if syntax_weight > 0 else None
+        self.dep_head_query = keras.layers.Dense(size, use_bias=False, name="dep_head_query") \
+            if syntax_weight > 0 else None
         self.softmax_words = min(softmax_words, word_vocab_size) if softmax_words > 0 else word_vocab_size
         # created only when used: runs without it keep their checkpoint layout
         self.shape_embedding = keras.layers.Embedding(NUM_SHAPE_IDS, shape_dim, name="shape_embedding") \
@@ -209,6 +227,9 @@ class SentenceCompression(GenerationModel):
         self.vocab_output.build((None, size))
         if self.tagger is not None:
             self.tagger.build((None, size))
+        if self.dep_label_output is not None:
+            self.dep_label_output.build((None, size))
+            self.dep_head_query.build((None, size))
         self.decoder.build((None, word_dim))
         self.w4.build((None, size))
         self.w5.build((None, size))
@@ -226,7 +247,8 @@ class SentenceCompression(GenerationModel):
                    m.attention_size, m.decoding, m.kl_weight, m.samples, m.baseline_hidden, m.asc_weight,
                    prior=prior, dropout=m.dropout, shape_dim=m.shape_dim, softmax_words=m.softmax_words,
                    trainable_words=m.trainable_words, tagging_weight=m.tagging_weight,
-                   tagger_decoding_weight=m.tagger_decoding_weight,
+                   tagger_decoding_weight=m.tagger_decoding_weight, tagger_keep_bias=m.tagger_keep_bias,
+                   syntax_weight=m.syntax_weight,
                    name="compression")
 
     def word_embedding_layer(self):
@@ -262,7 +284,7 @@ class SentenceCompression(GenerationModel):
                   "source_ids": ids, "h0": tf.concat([fh, bh], -1) * has_tokens,
                   "c0": tf.concat([fc, bc], -1) * has_tokens}
         if self.tagger is not None:
-            logits = tf.squeeze(self.tagger(states[:, :-1]), -1)
+            logits = tf.squeeze(self.tagger(states[:, :-1]), -1) + self.tagger_keep_bias  # decoding only
             drop = tf.where(mask, tf.math.log_sigmoid(-logits), 0.0)
             # keep_scores[i]: log p(keep i); skipped_drop[k] = sum of log p(drop j) for j < k, [B, S + 1]
             memory["keep_scores"] = tf.math.log_sigmoid(logits)
@@ -368,6 +390,22 @@ class SentenceCompression(GenerationModel):
         return tf.reduce_sum(losses * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
     # ------------------------------------------------------------------ ASC (eq. 5-16)
+
+    def syntax_loss(self, batch, memory):
+        """Mean cross-entropy of the dependency label plus that of the head (a bilinear pointer
+        from each token over the sentence's tokens) over the parsed source tokens."""
+        states, mask = memory["states"][:, :-1], memory["mask"][:, :-1]  # without the end sentinel
+        width = tf.shape(states)[1]
+        labels, heads = _fit_labels(batch["dep_labels"], width), _fit_labels(batch["dep_heads"], width)
+        scored = (labels >= 0) & (heads >= 0) & mask
+        label_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(labels, 0),
+                                                                    self.dep_label_output(states))
+        head_logits = tf.einsum("bid,bjd->bij", self.dep_head_query(states), states)
+        head_logits = tf.where(mask[:, None, :], head_logits, MASKED_LOGIT)
+        head_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(tf.maximum(heads, 0), head_logits)
+        weights = tf.cast(scored, tf.float32)
+        count = tf.maximum(tf.reduce_sum(weights), 1.0)
+        return tf.reduce_sum(label_loss * weights) / count, tf.reduce_sum(head_loss * weights) / count
 
     def sample_compressions(self, memory, samples):
         """M monotonic samples c ~ q_phi(c|s) per sentence (eq. 4) -> positions [N, S+1]
@@ -493,6 +531,11 @@ class SentenceCompression(GenerationModel):
                 tagging = self.tagging_loss(batch, memory)
                 tf.summary.scalar("fsc/tagging_loss", tagging)
                 total = total + self.tagging_weight * tagging
+            if self.dep_label_output is not None:
+                label_loss, head_loss = self.syntax_loss(batch, memory)
+                tf.summary.scalar("fsc/dep_label_loss", label_loss)
+                tf.summary.scalar("fsc/dep_head_loss", head_loss)
+                total = total + self.syntax_weight * (label_loss + head_loss)
         if self.objective in ("asc", "asc+fsc"):
             asc, stats, positions = self.asc_loss(batch, memory, training)
             for name, value in stats.items():

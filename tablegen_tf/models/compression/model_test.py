@@ -300,3 +300,37 @@ def test_tagger_decoding_multiplies_each_choice_by_the_taggers_probability():
         expected -= np.logaddexp.reduce(expected)
         got = np.r_[steps[2.0][b, V + 1:V + length], steps[2.0][b, EOS_ID]]
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_tagger_keep_bias_shifts_the_keep_logits_in_decoding_only():
+    model, batch = tiny(tagging_weight=1.0, tagger_decoding_weight=1.0), toy_batch()
+    plain, loss = model.encode(batch), float(model.compute_loss_from_batch(batch))
+    model.tagger_keep_bias = -1.5
+    biased = model.encode(batch)
+    logits = tf.squeeze(model.tagger(plain["states"][:, :-1]), -1).numpy() - 1.5
+    np.testing.assert_allclose(biased["keep_scores"].numpy(), -np.logaddexp(0, -logits), rtol=1e-5, atol=1e-6)
+    assert float(model.compute_loss_from_batch(batch)) == pytest.approx(loss, rel=1e-6)  # training: unchanged
+
+
+def test_syntax_loss_is_the_label_and_head_cross_entropy_on_parsed_tokens():
+    model, batch = tiny(syntax_weight=0.5), toy_batch()
+    # example 0 parsed (token 2 is the root: its own head); example 1 unparsed; example 2 parsed, 4 tokens
+    batch["dep_labels"] = np.array([[3, 5, 0, 7, 1, 2], [-1] * 6, [4, 0, 6, 8, -1, -1]], np.int32)
+    batch["dep_heads"] = np.array([[2, 2, 2, 4, 2, 4], [-1] * 6, [1, 1, 1, 2, -1, -1]], np.int32)
+    memory = model.encode(batch)
+    states = memory["states"][:, :-1].numpy().astype(np.float64)
+    label_logits = model.dep_label_output(memory["states"][:, :-1]).numpy().astype(np.float64)
+    queries = model.dep_head_query(memory["states"][:, :-1]).numpy().astype(np.float64)
+    label_losses, head_losses = [], []
+    for b, length in ((0, 6), (2, 4)):
+        for i in range(length):
+            label_losses.append(np.logaddexp.reduce(label_logits[b, i]) - label_logits[b, i, batch["dep_labels"][b, i]])
+            scores = states[b, :length] @ queries[b, i]
+            head_losses.append(np.logaddexp.reduce(scores) - scores[batch["dep_heads"][b, i]])
+    label_loss, head_loss = model.syntax_loss(batch, memory)
+    assert float(label_loss) == pytest.approx(np.mean(label_losses), rel=1e-4)
+    assert float(head_loss) == pytest.approx(np.mean(head_losses), rel=1e-4)
+    joint = float(model.compute_loss_from_batch(batch))
+    model.syntax_weight, model.dep_label_output = 0.0, None  # the same weights, eq. 22 alone
+    expected = float(model.compute_loss_from_batch(batch)) + 0.5 * (np.mean(label_losses) + np.mean(head_losses))
+    assert joint == pytest.approx(expected, rel=1e-4)
