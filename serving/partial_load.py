@@ -87,9 +87,8 @@ def prune_saved_model(saved_model: saved_model_pb2.SavedModel, keep: Iterable[st
             roots.update(node.function.concrete_functions)
         elif kind == "bare_concrete_function":
             roots.add(node.bare_concrete_function.concrete_function_name)
-    library = meta_graph.graph_def.library
-    roots |= {gradient.gradient_func for gradient in library.registered_gradients}  # custom gradients
     kept = _reachable(roots | _graph_functions(meta_graph.graph_def, dropped), functions)
+    library = meta_graph.graph_def.library
     kept_functions = [f for f in library.function if f.signature.name in kept]
     del library.function[:]
     library.function.extend(kept_functions)

@@ -126,6 +126,21 @@ def test_generate_signature_decodes_two_beam_widths_as_tablegen_generate(trained
         assert texts == _local_texts(trained, "--beam-size", str(beam)), beam
 
 
+def test_serving_default_loads_alone_from_a_real_export(exported, tables):
+    """What the server loads before a swap (serving.partial_load; on failure it would
+    silently load the whole SavedModel): serving_default alone, with the same texts."""
+    from serving.model_manager import register_custom_ops
+    from serving.partial_load import load_signatures
+
+    register_custom_ops()
+    path = os.path.join(exported, "tablegen", "1")
+    alone = load_signatures(path, ["serving_default"]).signatures
+    assert list(alone) == ["serving_default"]
+    whole = tf.saved_model.load(path).signatures["serving_default"]
+    assert (alone["serving_default"](tables=tf.constant(tables))["text"].numpy().tolist()
+            == whole(tables=tf.constant(tables))["text"].numpy().tolist())
+
+
 def test_served_over_grpc_and_rest(exported, tables, trained):
     import grpc
 
