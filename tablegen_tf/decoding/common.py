@@ -25,12 +25,12 @@ def switch_case(index, branches):
     return cond_v2.indexed_case(index, branches, lower_using_switch_merge=False)
 
 
-def tile_batch(nested, multiplier: int):
+def tile_batch(nested, multiplier):
     """[B, ...] -> [B * K, ...]: each batch entry repeated K times in a row (b0k0, b0k1, ..)."""
     return tf.nest.map_structure(lambda x: tf.repeat(x, multiplier, axis=0), nested)
 
 
-def gather_beams(nested, parent, beam_size: int):
+def gather_beams(nested, parent, beam_size):
     """Reorders flattened beam state [N, ...] by parent beam indices [B, K] (within batch)."""
     batch_size = tf.shape(parent)[0]
     offsets = tf.range(batch_size)[:, None] * beam_size  # [B, 1]
