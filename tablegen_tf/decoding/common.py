@@ -22,6 +22,8 @@ def switch_case(index, branches):
     still runs as a dead node at each call (the SavedModel's ``generate``: 10 beam widths
     x (constrained + plain search) ~5-25 ms per one-table call). Not lowered, only the
     taken branch runs. (``lower_using_switch_merge`` has no public spelling.)"""
+    if tf.executing_eagerly():  # cond_v2 builds graph ops only; eagerly, just run the branch
+        return branches[int(index)]()
     return cond_v2.indexed_case(index, branches, lower_using_switch_merge=False)
 
 
