@@ -6,14 +6,14 @@ thread notices new versions, loads them off the request path and swaps them in
 under a lock; the previous version is retired but stays alive until its last
 in-flight request returns (reference count), so a swap never fails a request.
 
-Warm-up: TF Serving replays a version's whole warm-up file before it takes traffic. Here
-(``background_warmup``, the default) only ``serving_default``'s requests run before the
-swap; the other signatures' run right after it on a background thread at a lower CPU
-priority. Their first calls pay for graph optimisation of much larger graphs (``generate``
-holds one beam search per beam width: 268 s of the 385 s a real model's load and warm-up
-took on the loaded 2-core host), which would otherwise delay the new version's first answer
-by minutes; a request to such a signature meanwhile waits for that optimisation, as it
-would without a warm-up file. ``background_warmup=False`` is TF Serving's behaviour.
+Warm-up: TF Serving loads a version whole and replays its whole warm-up file before it
+takes traffic. Here (``background_warmup``, the default) only ``serving_default`` is loaded
+(serving.partial_load: a quarter of a real model's graph ops) and warmed up before the swap;
+right after it a background thread at a lower CPU priority loads the whole SavedModel and
+runs the other signatures' warm-up requests. Their load and first calls (graph optimisation)
+would otherwise delay the new version's first answer; a request to such a signature
+meanwhile waits for them, as it would without a warm-up file. ``background_warmup=False``
+is TF Serving's behaviour.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import grpc
 import numpy as np
@@ -36,6 +36,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 
 from serving.errors import ServingError, not_found
+from serving.partial_load import load_signatures
 from serving.signatures import TABLES_INPUT, Signature
 from tablegen_tf.constants import WARMUP_ASSET
 
@@ -127,22 +128,70 @@ def read_signature_defs(path: str) -> get_model_metadata_pb2.SignatureDefMap:
 class LoadedVersion:
     """One loaded SavedModel version with an in-flight count."""
 
-    def __init__(self, name: str, version: int, path: str):
+    def __init__(self, name: str, version: int, path: str, first_signatures: Optional[Iterable[str]] = None):
+        """``first_signatures``: load only these now (serving.partial_load) when the version
+        has others; ``load_rest`` loads the whole SavedModel for them later."""
         register_custom_ops()
         self.name, self.version, self.path = name, version, path
         self.signature_defs = read_signature_defs(path)
-        with short_gil_switch_interval():
-            self._model = tf.saved_model.load(path)
+        names = {key for key in self.signature_defs.signature_def if not key.startswith("__")}
+        first = names & set(first_signatures or ())
+        self._rest_loaded = threading.Event()
+        self._rest_error = ""
+        self._model = self._full = None
+        if first and names - first:
+            self._model = self._load_partial(sorted(first))
+        if self._model is None:
+            with short_gil_switch_interval():
+                self._model = tf.saved_model.load(path)
+            self._rest_loaded.set()
         self.signatures = {k: Signature(k, fn) for k, fn in self._model.signatures.items()}
         self.state = "AVAILABLE"
         self._in_flight = 0
         self._lock = threading.Lock()
         self._on_unload: List[Callable[[], None]] = []
 
+    def _load_partial(self, signatures: List[str]):
+        try:
+            with short_gil_switch_interval():
+                return load_signatures(self.path, signatures)
+        except Exception as error:  # e.g. a SavedModel without an object graph: load it whole
+            log.warning("loading only %s of %s failed, loading all of it: %s", signatures, self.path,
+                        str(error).splitlines()[0] if str(error) else repr(error))
+            return None
+
+    @property
+    def complete(self) -> bool:
+        """Every signature is loaded (or the full load failed)."""
+        return self._rest_loaded.is_set()
+
+    def load_rest(self) -> List[str]:
+        """Loads the whole SavedModel for the signatures the first load left out; -> their names."""
+        if self.complete:
+            return []
+        rest = {}
+        started = time.perf_counter()
+        try:
+            with short_gil_switch_interval():
+                self._full = tf.saved_model.load(self.path)
+            rest = {k: Signature(k, fn) for k, fn in self._full.signatures.items() if k not in self.signatures}
+            self.signatures = {**self.signatures, **rest}
+            log.info("model %s version %d: %s loaded in %.2fs", self.name, self.version,
+                     ", ".join(sorted(rest)), time.perf_counter() - started)
+        except Exception as error:
+            self._rest_error = str(error).splitlines()[0] if str(error) else repr(error)
+            log.warning("loading the other signatures of %s failed: %s", self.path, self._rest_error)
+        finally:
+            self._rest_loaded.set()
+        return sorted(rest)
+
     def warmup_requests(self) -> List[Tuple[str, Dict[str, np.ndarray]]]:
-        """TF Serving's warmup file if the export has one, else one synthetic row per signature."""
-        return warmup_file_requests(self.path) or [
-            (name, synthetic_inputs(sig)) for name, sig in self.signatures.items()]
+        """TF Serving's warmup file if the export has one, else one synthetic row per
+        loaded signature."""
+        return warmup_file_requests(self.path) or self.synthetic_requests(self.signatures)
+
+    def synthetic_requests(self, names) -> List[Tuple[str, Dict[str, np.ndarray]]]:
+        return [(name, synthetic_inputs(self.signatures[name])) for name in names]
 
     def warm_up(self, requests=None, stop: Optional[threading.Event] = None) -> Tuple[int, int]:
         """Run ``requests`` (default: all of ``warmup_requests()``) before they meet real
@@ -168,6 +217,12 @@ class LoadedVersion:
 
     def signature(self, name: str) -> Signature:
         key = name or "serving_default"
+        if key not in self.signatures and key in self.signature_defs.signature_def:
+            self._rest_loaded.wait()  # the background load of the other signatures
+            if self._rest_error:
+                raise ServingError(grpc.StatusCode.UNAVAILABLE,
+                                   f"signature {key} of model {self.name} version {self.version} "
+                                   f"failed to load: {self._rest_error}")
         if key not in self.signatures:
             raise ServingError(  # TF Serving's code for an unknown signature
                 grpc.StatusCode.FAILED_PRECONDITION,
@@ -199,7 +254,7 @@ class LoadedVersion:
     def _unload(self) -> None:
         for callback in self._on_unload:
             callback()
-        self._model, self.signatures, self.state = None, {}, "END"
+        self._model, self._full, self.signatures, self.state = None, None, {}, "END"
         log.info("model %s version %d unloaded", self.name, self.version)
 
 
@@ -362,7 +417,8 @@ class ModelManager:
         self._set_status(version, "LOADING")
         started = time.perf_counter()
         try:
-            loaded = LoadedVersion(self.name, version, path)
+            loaded = LoadedVersion(self.name, version, path,
+                                   FIRST_WARMUP_SIGNATURES if self.background_warmup else None)
             load_seconds = time.perf_counter() - started
             first, later = split_warmup(loaded.warmup_requests(), self.background_warmup)
             succeeded, warmups = loaded.warm_up(first)
@@ -375,16 +431,17 @@ class ModelManager:
                         str(error).splitlines()[0] if str(error) else repr(error))
             return None, []
         self._retry.pop(version, None)
-        log.info("model %s version %d loaded in %.2fs and warmed up (%d of %d requests) in %.2fs%s",
+        log.info("model %s version %d loaded in %.2fs and warmed up (%d of %d requests) in %.2fs%s%s",
                  self.name, version, load_seconds, succeeded, warmups,
                  time.perf_counter() - started - load_seconds,
-                 f"; {len(later)} more in the background" if later else "")
+                 f"; {len(later)} more in the background" if later else "",
+                 "" if loaded.complete else "; its other signatures load in the background")
         return loaded, later
 
     def _warm_up_in_background(self, loaded: LoadedVersion, requests) -> None:
         """The other signatures' warm-up, after the swap, at a lower priority; the version
         stays loaded until it ends (a lease), even if a newer one replaces it meanwhile."""
-        if not requests:
+        if not requests and loaded.complete:
             return
         loaded.acquire()
 
@@ -392,7 +449,10 @@ class ModelManager:
             try:
                 lower_thread_priority(BACKGROUND_WARMUP_NICENESS)
                 started = time.perf_counter()
-                succeeded, total = loaded.warm_up(requests, self._stop)
+                added = loaded.load_rest()
+                # without warm-up requests for them: one synthetic row per signature loaded now
+                warmups = requests or loaded.synthetic_requests(added)
+                succeeded, total = loaded.warm_up(warmups, self._stop)
                 log.info("model %s version %d: background warm-up (%d of %d requests) in %.2fs",
                          self.name, loaded.version, succeeded, total, time.perf_counter() - started)
             finally:

@@ -189,3 +189,35 @@ def run_generate(manager):
         return loaded.signature("generate").run({
             "tables": tf.constant(TABLE), "beam_size": tf.constant(1), "max_length": tf.constant(100),
             "must_include": tf.zeros([1, 0], tf.string)})["text"][0].decode()
+
+
+def test_a_version_serves_before_its_other_signatures_load(tmp_path, exports, caplog):
+    """serving_default alone is loaded before the swap; generate loads in the background
+    (a request to it waits for that), and if that load fails only generate fails."""
+    import logging
+
+    export = testing.push_version(exports["v1"], str(tmp_path / MODEL), 1)
+    manager = ModelManager(MODEL, str(tmp_path / MODEL))
+    with caplog.at_level(logging.INFO, "tablegen.serving"):
+        manager.poll_once(initial=True)
+        with manager.lease() as loaded:
+            assert set(loaded.signature_defs.signature_def) >= {"serving_default", "generate"}
+            assert run(loaded) == testing.expected_text(TABLE[0], "v1")
+            assert run_generate(manager) == testing.expected_text(TABLE[0], "v1")  # waits for the load
+            assert loaded.complete
+        manager.wait_for_warm_up()
+    assert "its other signatures load in the background" in caplog.text
+    assert "generate loaded in" in caplog.text
+    manager.stop()
+
+    with open(os.path.join(export, "saved_model.pb"), "rb") as handle:
+        good = handle.read()
+    manager = ModelManager(MODEL, str(tmp_path / MODEL))
+    loaded = manager._load(1)[0]  # serving_default only, then the full SavedModel breaks
+    with open(os.path.join(export, "saved_model.pb"), "wb") as handle:
+        handle.write(good[: len(good) // 2])
+    assert loaded.load_rest() == []
+    assert run(loaded) == testing.expected_text(TABLE[0], "v1")
+    with pytest.raises(ServingError) as error:
+        loaded.signature("generate")
+    assert error.value.code == grpc.StatusCode.UNAVAILABLE and "failed to load" in error.value.message

@@ -34,11 +34,11 @@ from typing import Mapping, Optional, Sequence
 import tensorflow as tf
 
 from tablegen_tf.constants import EXAMPLES_ASSET, WARMUP_ASSET
-from tablegen_tf.decoding.common import switch_case
 from tablegen_tf.generation import decode_text, explain_text
 
-# beam_size is a graph input, but the search needs a static beam width: one branch
-# per supported width, chosen with a switch_case that runs only the chosen branch.
+# The beam widths ``generate`` accepts: one search graph reads the width at run time
+# (a graph per width made the SavedModel 5x larger and its load 3x slower); the cap
+# bounds what one request may cost.
 SUPPORTED_BEAMS = tuple(range(1, 11))
 CONFIG_ASSET = os.path.join("assets.extra", "tablegen_config.json")
 MEMBERS_ASSET = os.path.join("assets.extra", "tablegen_checkpoints.json")  # the checkpoint(s) exported
@@ -80,25 +80,29 @@ class ServingModule(tf.Module):
         return explain_text(self.model, self.featurizer, self.featurizer.serving_features(inputs), self.decode)
 
     def _generate(self, inputs, beam_size, max_length, must_include):
-        tf.debugging.assert_greater_equal(beam_size, 1, message="beam_size must be >= 1")
-        tf.debugging.assert_less_equal(beam_size, max(SUPPORTED_BEAMS), message="beam_size must be <= 10")
-        tf.debugging.assert_greater_equal(max_length, 1, message="max_length must be >= 1")
+        beam_size, max_length = checked_decoding_inputs(beam_size, max_length)
         features = self.featurizer.serving_features(inputs)
         constraints, continues, unknown = self.featurizer.constraint_phrases(features, must_include)
         tf.debugging.assert_equal(tf.reduce_any(unknown), False, message=(
             "must_include: a word is neither in the vocabulary nor in the input, so no output can contain it"))
+        config = dataclasses.replace(self.decode, beam_size=beam_size, max_length=max_length)
+        text, scores, _ = decode_text(self.model, self.featurizer, features, config,
+                                      must_include=(constraints, continues))
+        return {"text": text, "score": tf.cast(scores, tf.float32)}
 
-        def branch(beam):
-            def run():
-                config = dataclasses.replace(self.decode, beam_size=beam, max_length=max_length)
-                text, scores, _ = decode_text(self.model, self.featurizer, features, config,
-                                              must_include=(constraints, continues))
-                return text, tf.cast(scores, tf.float32)
 
-            return run
-
-        text, score = switch_case(beam_size - 1, [branch(b) for b in SUPPORTED_BEAMS])
-        return {"text": text, "score": score}
+def checked_decoding_inputs(beam_size, max_length):
+    """A signature's ``beam_size`` and ``max_length`` once checked (InvalidArgumentError
+    otherwise): the search reads its width at run time, so it must not start on a width
+    outside SUPPORTED_BEAMS (a huge one would tile the memory that many times)."""
+    checks = [
+        tf.debugging.assert_greater_equal(beam_size, 1, message="beam_size must be >= 1"),
+        tf.debugging.assert_less_equal(beam_size, max(SUPPORTED_BEAMS),
+                                       message=f"beam_size must be <= {max(SUPPORTED_BEAMS)}"),
+        tf.debugging.assert_greater_equal(max_length, 1, message="max_length must be >= 1"),
+    ]
+    with tf.control_dependencies([check for check in checks if check is not None]):
+        return tf.identity(beam_size), tf.identity(max_length)
 
 
 def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = (),

@@ -41,6 +41,12 @@ def _forbid(step_fn, token_id: int):
     return wrapped
 
 
+def _beam_width(config: DecodeConfig):
+    """``config.beam_size`` as a Python int, or as given when it is an int32 scalar tensor
+    (the SavedModel's ``generate``: one search graph for every width it accepts)."""
+    return config.beam_size if tf.is_tensor(config.beam_size) else int(config.beam_size)
+
+
 def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool):
     """-> (memory, initial state [B, ...], start ids [B], step_fn, step_memory) for a search
     over the family's contract; ``tiled``: the step function reads memory tiled to beam_size
@@ -56,9 +62,9 @@ def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, t
 
     step_memory = model.decoding_memory(memory) if tiled else None
     if step_memory is None:
-        step_fn = make_step_fn(model.tile(memory, int(config.beam_size)) if tiled else memory)
+        step_fn = make_step_fn(model.tile(memory, _beam_width(config)) if tiled else memory)
         return memory, state, start, step_fn, None
-    step_memory = model.tile(step_memory, int(config.beam_size))
+    step_memory = model.tile(step_memory, _beam_width(config))
     return memory, state, start, make_step_fn(step_memory), (step_memory, make_step_fn)
 
 
@@ -70,14 +76,16 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     phrases (tablegen_tf.decoding.constrained); ``strict``: an output that misses a
     constraint is an InvalidArgumentError, never a silent miss; ``choose``: picks one of
     the K beams (tablegen_tf.reranking) instead of the best-scored one."""
-    beam = int(config.beam_size)
-    choose = choose if beam > 1 else None
+    beam = _beam_width(config)
+    dynamic = tf.is_tensor(beam)  # a width known at run time only: greedy when it is 1
+    choose = choose if dynamic or beam > 1 else None
     memory, state, start, step_fn, step_memory = search_inputs(
-        model, features, config, tiled=beam > 1 or must_include is not None)
+        model, features, config, tiled=dynamic or beam > 1 or must_include is not None)
 
-    def unconstrained():
-        if beam <= 1:
-            return greedy_search(step_fn, start, state, config.max_length, EOS_ID)
+    def greedy():
+        return greedy_search(step_fn, start, state, config.max_length, EOS_ID)
+
+    def beams():
         ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                            length_penalty=config.length_penalty,
                                            return_all_beams=choose is not None, step_memory=step_memory,
@@ -85,6 +93,11 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
         if choose is not None:
             ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
         return ids, lengths, scores
+
+    def unconstrained():
+        if dynamic:
+            return switch_case(tf.cast(beam > 1, tf.int32), [greedy, beams])  # only the taken branch runs
+        return beams() if beam > 1 else greedy()
 
     if must_include is None:
         return (*unconstrained(), memory)

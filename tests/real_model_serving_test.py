@@ -69,11 +69,12 @@ def test_export_writes_tf_serving_warmup_requests_that_all_run(exported):
     assert len(examples) > 1 and tables == [examples[:1], examples[-1:], examples, examples[:1], examples[:1]]
 
 
-def _local_texts(run_dir):
+def _local_texts(run_dir, *flags):
     from tablegen_cli.main import main
 
     output = os.path.join(run_dir, "dev.txt")
-    assert main(["generate", "--model", run_dir, "--format", "e2e", "--input", DEVSET, "--output", output]) == 0
+    assert main(["generate", "--model", run_dir, "--format", "e2e", "--input", DEVSET, "--output", output,
+                 *flags]) == 0
     with open(output, encoding="utf-8") as handle:
         return handle.read().splitlines()
 
@@ -106,6 +107,38 @@ def test_savedmodel_in_a_fresh_process_matches_the_training_decoder(trained, exp
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == _local_texts(trained)
+
+
+def test_generate_signature_decodes_two_beam_widths_as_tablegen_generate(trained, exported, tables):
+    """`generate` reads its beam width at run time (one search graph): greedy (1) and a
+    beam (3, with the run's slot and coverage reranking) give `tablegen generate`'s texts."""
+    from serving.model_manager import register_custom_ops
+    from tablegen_tf.export import saved_model_config
+
+    register_custom_ops()
+    path = os.path.join(exported, "tablegen", "1")
+    generate = tf.saved_model.load(path).signatures["generate"]
+    max_length = saved_model_config(path).decode.max_length
+    for beam in (1, 3):
+        out = generate(tables=tf.constant(tables), beam_size=tf.constant(beam), max_length=tf.constant(max_length),
+                       must_include=tf.zeros([len(tables), 0], tf.string))
+        texts = [text.decode("utf-8") for text in out["text"].numpy()]
+        assert texts == _local_texts(trained, "--beam-size", str(beam)), beam
+
+
+def test_serving_default_loads_alone_from_a_real_export(exported, tables):
+    """What the server loads before a swap (serving.partial_load; on failure it would
+    silently load the whole SavedModel): serving_default alone, with the same texts."""
+    from serving.model_manager import register_custom_ops
+    from serving.partial_load import load_signatures
+
+    register_custom_ops()
+    path = os.path.join(exported, "tablegen", "1")
+    alone = load_signatures(path, ["serving_default"]).signatures
+    assert list(alone) == ["serving_default"]
+    whole = tf.saved_model.load(path).signatures["serving_default"]
+    assert (alone["serving_default"](tables=tf.constant(tables))["text"].numpy().tolist()
+            == whole(tables=tf.constant(tables))["text"].numpy().tolist())
 
 
 def test_served_over_grpc_and_rest(exported, tables, trained):

@@ -67,7 +67,7 @@ def beam_search(
     step_fn,
     start_ids,
     initial_state,
-    beam_size: int,
+    beam_size,
     max_length,
     end_id: int,
     length_penalty=0.0,
@@ -80,7 +80,9 @@ def beam_search(
 
     Args:
       start_ids: [B] int32; initial_state: nested, leading dim B (tiled to B*K here).
-      beam_size: Python int K.  max_length: int or int32 scalar tensor.
+      beam_size: K, a Python int or an int32 scalar tensor (one search graph for every
+        width, e.g. the SavedModel's ``generate``; the same output as a Python int).
+      max_length: int or int32 scalar tensor.
       length_penalty: GNMT alpha, ranking uses sum_logp / ((5 + len) / 6) ** alpha.
       return_all_beams: return every beam, best first, instead of the best one.
       step_memory: optional (memory, make_step_fn): ``memory`` nested [N, ...] and
@@ -250,8 +252,9 @@ def run_beam_search(
         cum, lengths, extra, ids = common.switch_case(bucket, [jit_search(s) for s in JIT_STEP_BUCKETS] + [search])
     else:
         cum, lengths, extra, ids = search()
-    # The last top_k already sorted beams by the ranking key: beam 0 is the best.
-    scores = common.normalise(cum, lengths, length_penalty)
+    # The last top_k already sorted beams by the ranking key: beam 0 is the best. The
+    # penalty table, not tf.pow over [B, K]: with K a tensor its last bit could differ.
+    scores = common.normalise(cum, lengths, length_penalty, penalties)
     if return_all_beams:
         return ids, lengths, scores, extra
     return ids[:, 0], lengths[:, 0], scores[:, 0], tf.nest.map_structure(lambda x: x[:, 0], extra)

@@ -22,15 +22,17 @@ def switch_case(index, branches):
     still runs as a dead node at each call (the SavedModel's ``generate``: 10 beam widths
     x (constrained + plain search) ~5-25 ms per one-table call). Not lowered, only the
     taken branch runs. (``lower_using_switch_merge`` has no public spelling.)"""
+    if tf.executing_eagerly():  # cond_v2 builds graph ops only; eagerly, just run the branch
+        return branches[int(index)]()
     return cond_v2.indexed_case(index, branches, lower_using_switch_merge=False)
 
 
-def tile_batch(nested, multiplier: int):
+def tile_batch(nested, multiplier):
     """[B, ...] -> [B * K, ...]: each batch entry repeated K times in a row (b0k0, b0k1, ..)."""
     return tf.nest.map_structure(lambda x: tf.repeat(x, multiplier, axis=0), nested)
 
 
-def gather_beams(nested, parent, beam_size: int):
+def gather_beams(nested, parent, beam_size):
     """Reorders flattened beam state [N, ...] by parent beam indices [B, K] (within batch)."""
     batch_size = tf.shape(parent)[0]
     offsets = tf.range(batch_size)[:, None] * beam_size  # [B, 1]

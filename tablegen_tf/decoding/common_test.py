@@ -45,3 +45,5 @@ def test_switch_case_runs_the_chosen_branch_and_is_not_lowered():
     assert [int(pick(tf.constant(i))) for i in range(3)] == [10, 20, 200]
     cases = [op for op in pick.get_concrete_function().graph.get_operations() if op.type in ("Case", "StatelessCase")]
     assert len(cases) == 1 and cases[0].get_attr("_lower_using_switch_merge") is False
+    # eagerly (in-process decoding outside a tf.function) the chosen branch just runs
+    assert int(switch_case(tf.constant(1), [lambda: tf.constant(10), lambda: tf.constant(20)])) == 20

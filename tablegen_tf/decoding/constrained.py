@@ -146,7 +146,7 @@ def constrained_beam_search(
     start_ids,
     initial_state,
     constraints,
-    beam_size: int,
+    beam_size,
     max_length,
     end_id: int,
     length_penalty=0.0,

@@ -180,7 +180,7 @@ class _WordLM(GenerationModel):
         return tf.reduce_sum(nll * mask), tf.reduce_sum(mask)
 
     def serving_signatures(self, module):
-        from tablegen_tf.export import SUPPORTED_BEAMS
+        from tablegen_tf.export import checked_decoding_inputs
         from tablegen_tf.generation import decode_ids
 
         model, featurizer, decode = self, module.featurizer, module.decode
@@ -192,22 +192,12 @@ class _WordLM(GenerationModel):
         ])
         def generate_around(words, beam_size, max_length):
             """A sentence around each word: text [B] (containing the word), score [B]."""
-            tf.debugging.assert_greater_equal(beam_size, 1, message="beam_size must be >= 1")
-            tf.debugging.assert_less_equal(beam_size, max(SUPPORTED_BEAMS), message="beam_size must be <= 10")
-            tf.debugging.assert_greater_equal(max_length, 1, message="max_length must be >= 1")
+            beam_size, max_length = checked_decoding_inputs(beam_size, max_length)
             features = featurizer.serving_features(words)
-
-            def branch(beam):
-                def run():
-                    config = dataclasses.replace(decode, beam_size=beam,
-                                                 max_length=max_length * model.stream_steps_per_word)
-                    ids, lengths, scores, _ = decode_ids(model, features, config)
-                    return featurizer.output_text(features, ids, lengths), tf.cast(scores, tf.float32)
-
-                return run
-
-            text, score = tf.switch_case(beam_size - 1, [branch(b) for b in SUPPORTED_BEAMS])
-            return {"text": text, "score": score}
+            config = dataclasses.replace(decode, beam_size=beam_size,
+                                         max_length=max_length * model.stream_steps_per_word)
+            ids, lengths, scores, _ = decode_ids(model, features, config)
+            return {"text": featurizer.output_text(features, ids, lengths), "score": tf.cast(scores, tf.float32)}
 
         return {"generate_around": generate_around}
 
