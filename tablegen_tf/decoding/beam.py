@@ -136,7 +136,8 @@ def run_beam_search(
             done |= cum < best_final
         return tf.reduce_all(done, axis=1)
 
-    def cond(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
+    def running(t, prev_ids, state, cum, finished, *_):
+        """The graph loop's condition (whole_search has its own: it reads its max_length argument)."""
         return (t < max_length) & ~tf.reduce_all(entry_done(cum, finished))
 
     def search():
@@ -198,8 +199,7 @@ def run_beam_search(
             memory,
         )
         _, _, _, cum, _, lengths, extra, ids_ta, parents_ta, _, _ = tf.while_loop(
-            lambda t, prev_ids, state, cum, finished, *_: (t < max_length) & ~tf.reduce_all(entry_done(cum, finished)),
-            body, loop_vars,
+            running, body, loop_vars,
             shape_invariants=common.loop_invariants(loop_vars),
             maximum_iterations=max_length,
         )
