@@ -125,6 +125,11 @@ def read_signature_defs(path: str) -> get_model_metadata_pb2.SignatureDefMap:
     return result
 
 
+def _first_line(error: BaseException) -> str:
+    """An error's first line for a log or status message (its repr when it has no text)."""
+    return str(error).splitlines()[0] if str(error) else repr(error)
+
+
 class LoadedVersion:
     """One loaded SavedModel version with an in-flight count."""
 
@@ -157,7 +162,7 @@ class LoadedVersion:
                 return load_signatures(self.path, signatures)
         except Exception as error:  # e.g. a SavedModel without an object graph: load it whole
             log.warning("loading only %s of %s failed, loading all of it: %s", signatures, self.path,
-                        str(error).splitlines()[0] if str(error) else repr(error))
+                        _first_line(error))
             return None
 
     @property
@@ -179,7 +184,7 @@ class LoadedVersion:
             log.info("model %s version %d: %s loaded in %.2fs", self.name, self.version,
                      ", ".join(sorted(rest)), time.perf_counter() - started)
         except Exception as error:
-            self._rest_error = str(error).splitlines()[0] if str(error) else repr(error)
+            self._rest_error = _first_line(error)
             log.warning("loading the other signatures of %s failed: %s", self.path, self._rest_error)
         finally:
             self._rest_loaded.set()
@@ -209,7 +214,7 @@ class LoadedVersion:
                 succeeded += 1
             except Exception as error:  # warm-up is best effort
                 log.warning("warm-up request to %s/%s failed: %s", self.path, name,
-                            str(error).splitlines()[0] if str(error) else repr(error))
+                            _first_line(error))
             seconds[name] += time.perf_counter() - started
         log.info("warm-up of %s: %s", self.path,
                  ", ".join(f"{name} {s:.2f}s" for name, s in seconds.items()))
@@ -428,7 +433,7 @@ class ModelManager:
             self._retry[version] = (time.monotonic() + delay, failures)
             self._set_status(version, "END", f"load failed: {error}")
             log.warning("loading %s failed (attempt %d, retry in %.0fs): %s", path, failures, delay,
-                        str(error).splitlines()[0] if str(error) else repr(error))
+                        _first_line(error))
             return None, []
         self._retry.pop(version, None)
         log.info("model %s version %d loaded in %.2fs and warmed up (%d of %d requests) in %.2fs%s%s",
