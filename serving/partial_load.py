@@ -25,16 +25,19 @@ SAVED_MODEL_PB = "saved_model.pb"
 LINKED = ("variables", "assets", "fingerprint.pb")
 
 
+def _node_functions(node) -> Set[str]:
+    """Functions a node names through its func / list-of-func attributes."""
+    names = {value.func.name for value in node.attr.values() if value.func.name}
+    for value in node.attr.values():
+        names.update(f.name for f in value.list.func)
+    return names
+
+
 def _called_functions(function_def, library: Set[str]) -> Set[str]:
     """Library functions a FunctionDef calls (as an op type or through a func attr)."""
     called = set()
     for node in function_def.node_def:
-        if node.op in library:
-            called.add(node.op)
-        for value in node.attr.values():
-            if value.func.name:
-                called.add(value.func.name)
-            called.update(f.name for f in value.list.func)
+        called |= _node_functions(node) | {node.op}
     return called & library
 
 
@@ -101,13 +104,6 @@ def prune_saved_model(saved_model: saved_model_pb2.SavedModel, keep: Iterable[st
     del meta_graph.graph_def.node[:]
     meta_graph.graph_def.node.extend(nodes)
     return pruned
-
-
-def _node_functions(node) -> Set[str]:
-    names = {value.func.name for value in node.attr.values() if value.func.name}
-    for value in node.attr.values():
-        names.update(f.name for f in value.list.func)
-    return names
 
 
 def _graph_functions(graph_def, dropped: Set[str]) -> Set[str]:
