@@ -253,15 +253,17 @@ def _counter(result, name: str) -> int:
 def _runs_locally(beam_args: List[str]) -> bool:
     """The DirectRunner's workers share this machine's disk (default_runner_args' choice)."""
     runner = PipelineOptions(beam_args).view_as(StandardOptions).runner
-    return runner in (None, "DirectRunner", "direct", "BundleBasedDirectRunner", "SwitchingDirectRunner")
+    return runner in (None, runner_names.LOCAL_RUNNER, "BundleBasedDirectRunner")
 
 
 def default_runner_args(beam_args: List[str]) -> List[str]:
-    """DirectRunner with 2 worker processes unless the user chose otherwise; `--runner=DaskRunner`
-    is ours (runner_names.py)."""
+    """The DirectRunner (ours, without the Prism download) with 2 worker processes unless the
+    user chose otherwise; `--runner=DaskRunner` is ours too (runner_names.py)."""
     beam_args = runner_names.with_our_runners(beam_args)
     joined = " ".join(beam_args)
-    if "--runner" in joined and "DirectRunner" not in joined:
+    if "--runner" not in joined:
+        beam_args = [*beam_args, f"--runner={runner_names.LOCAL_RUNNER}"]
+    elif not _runs_locally(beam_args):
         return beam_args
     extra = []
     if "--direct_num_workers" not in joined:

@@ -108,7 +108,19 @@ def test_running_counts_reach_the_launcher_and_leave_nothing_behind(tmp_path, mo
     counts = prepare.run(_config("e2e", os.path.join(FIXTURES, "e2e", "devset.csv"), tmp_path / "out", "train"),
                          IN_PROCESS, on_counts=lambda totals: seen.append(totals))
     assert seen and seen[-1] == {"read": counts["read"], "written": counts["written"]}  # the last call is final
-    assert [name for name in os.listdir(tmp_path / "tmp") if name.startswith("tablegen-counts-")] == []
+    # Nor Beam's: its DirectRunner, trying Prism first, left a beam-temp* directory per job
+    # (beam_jobs/local_runner.py). (TF's autograph files are the test session's to remove.)
+    left = [name for name in os.listdir(tmp_path / "tmp") if name.startswith(("tablegen-counts-", "beam-temp"))]
+    assert left == []
+
+
+def test_the_direct_runner_is_ours_without_the_prism_download():
+    from beam_jobs.runner_names import LOCAL_RUNNER
+
+    assert f"--runner={LOCAL_RUNNER}" in prepare.default_runner_args([])
+    assert prepare.default_runner_args(["--runner=DirectRunner"])[:1] == [f"--runner={LOCAL_RUNNER}"]
+    assert "--direct_num_workers=2" in prepare.default_runner_args(["--runner", "direct"])
+    assert prepare.default_runner_args(["--runner=DataflowRunner"]) == ["--runner=DataflowRunner"]
 
 
 def test_heartbeat_files_sum_and_survive_a_vanished_directory(tmp_path):
