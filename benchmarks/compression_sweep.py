@@ -8,7 +8,8 @@ directory RUN.abs shares the checkpoints; its config sets model.decoding=abstrac
 keeps each report in RESULTS/<run>.{ext,abs}.json (reused when present), writes the rows to
 RESULTS/sweep.json, prints the markdown table and plots token F1 and ROUGE-L against the
 labelled pairs plus each run's learning curve on its selection split (validation BLEU and
-loss per step, from RUN/logs/valid) to --plot.
+loss per step, from RUN/logs/valid) to --plot. A row whose RUN directory is gone (the runs of an
+earlier session) is taken as it is from RESULTS/sweep.json, so new rows can join the table and plot.
 
     .venv/bin/python benchmarks/compression_sweep.py \\
         --row FSC:1000:runs/fsc_1k --row ASC+FSC_1:1000:runs/ascfsc1_1k ... --plot docs/compression_sweep.png
@@ -131,9 +132,18 @@ def main() -> None:
     parser.add_argument("--plot", default=os.path.join(ROOT, "docs", "compression_sweep.png"))
     args = parser.parse_args()
     os.makedirs(args.results, exist_ok=True)
+    stored_path = os.path.join(args.results, "sweep.json")
+    stored = {}
+    if os.path.exists(stored_path):
+        with open(stored_path) as handle:
+            stored = {row["run"]: row for row in json.load(handle)}
     rows = []
     for spec in args.row:
         model, pairs, run = spec.split(":", 2)
+        if not os.path.isdir(run) and run in stored:
+            rows.append(stored[run])
+            print(f"{model} {pairs}: {run} is gone: its row from {stored_path}", flush=True)
+            continue
         with open(os.path.join(run, "config.json")) as handle:
             config = json.load(handle)
         steps = config["train"]["max_steps"]

@@ -50,6 +50,22 @@ def test_the_e2e_quality_run_overlay_is_the_papers_full_model_at_128_units():
     assert (config.model.hidden_size, config.data.max_words, config.train.max_steps) == (128, 1200, 6000)
 
 
+def test_the_compression_best_overlay_validates_once_at_its_step_budget():
+    # docs/compression.md "Best model, one command": best/ must be the step-3,000 model, so
+    # the selection split is decoded once, at the end (no learning-rate halving, no early stop)
+    base = load_config("compression")
+    config = load_config("compression,experiments/compression_best")
+    assert config.model.name == "fsc"
+    assert (config.model.hidden_size, config.model.syntax_weight, config.train.seed) == (128, 0.5, 5)
+    assert config.train.eval_every_steps == config.train.max_steps == 3000
+    assert config.train.max_steps % config.train.checkpoint_every_steps == 0
+    assert config.train.early_stopping_patience == 0 and config.train.eval_max_examples == 0
+    # everything else is the corpus config's (shapes, tagger, decoding)
+    assert (config.model.shape_dim, config.model.tagging_weight, config.model.tagger_decoding_weight) == (
+        base.model.shape_dim, base.model.tagging_weight, base.model.tagger_decoding_weight)
+    assert config.decode == base.decode and config.data == base.data
+
+
 def test_corpus_values_override_the_code_defaults():
     e2e, rotowire, plain = load_config("e2e"), load_config("rotowire"), load_config()
     assert e2e.model.num_layers == 1 and e2e.model.hidden_size == 256
