@@ -4,10 +4,17 @@ Traces a few calls of a SavedModel signature on E2E dev tables with the TensorFl
 profiler (``tf.profiler.experimental``: the trace TensorBoard's profile plugin shows,
 written under --logdir) and prints, from its host plane, the top op types and nodes by
 total run time (loop iterations included), the number of op runs per call and the wall
-time of traced and untraced calls.
+time of traced and untraced calls. Node names lose the suffixes function inlining adds
+(``_tfg_inlined...``, ``indexed_case/``), so a loop op is one row, e.g. ``while/TopKV2``.
 
     .venv/bin/python benchmarks/decode_profile.py --saved-model DIR              # generate, beam 5, batch 64
     .venv/bin/python benchmarks/decode_profile.py --saved-model DIR --batch 1    # one table
+    .venv/bin/python benchmarks/decode_profile.py --saved-model DIR --sequential # op times that add up
+
+With ``--sequential`` (one inter-op thread) ops run one at a time and the op times add up
+to the wall time; otherwise independent ops run side by side, wait for the same intra-op
+threads and each one's time includes that wait (the copy attention's matvec, run beside
+the vocabulary projection, then showed 5x its own time).
 """
 
 import argparse
@@ -37,9 +44,14 @@ def op_events(xplane_path):
             for event in line.events:
                 name = plane.event_metadata[event.metadata_id].name
                 node, _, op = name.rpartition(":")  # TF op events are "node/name:OpType"
-                if node and op and "::" not in name:
-                    out.append((op, node, event.duration_ps / 1e6))
+                if node and op and "::" not in name and node != "EagerLocalExecute":  # not the call itself
+                    out.append((op, short_node(node), event.duration_ps / 1e6))
     return out
+
+
+def short_node(node: str) -> str:
+    """The node's name in the function that defines it (inlining appends suffixes)."""
+    return node.split("_tfg_inlined")[0].replace("indexed_case/", "")
 
 
 def signature_call(saved_model: str, signature: str, beam: int):
@@ -62,8 +74,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=3, help="traced calls (one batch each)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--logdir", default=None, help="keep the trace here (TensorBoard --logdir)")
+    parser.add_argument("--sequential", action="store_true", help="one inter-op thread: op times add up")
     args = parser.parse_args()
     import tensorflow as tf
+
+    if args.sequential:
+        tf.config.threading.set_inter_op_parallelism_threads(1)
 
     from decode_speed import e2e_tables
 
@@ -89,9 +105,11 @@ def main() -> None:
         by_node[node] += micros
         runs[op] += 1
     total, n = sum(by_op.values()), len(batches)
+    in_loop = sum(micros for node, micros in by_node.items() if "while/" in node)
     print(f"{args.signature}, beam {args.beam}, {n} calls of {args.batch} tables: {1000 * untraced:.0f} ms/call "
           f"untraced, {1000 * traced:.0f} traced; op time {total / 1000 / n:.0f} ms/call over "
-          f"{sum(runs.values()) // n:,} op runs/call (trace: {logdir})")
+          f"{sum(runs.values()) // n:,} op runs/call, {100 * in_loop / total:.0f} % in while loops "
+          f"(trace: {logdir})")
     print(f"\n{'op type':34}{'ms/call':>9}{'share':>8}{'runs/call':>11}")
     for op, micros in by_op.most_common(args.top):
         print(f"{op:34}{micros / 1000 / n:9.1f}{100 * micros / total:7.1f}%{runs[op] // n:11,}")

@@ -282,7 +282,7 @@ def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k
     width = tf.shape(log_probs)[-1]
     per_beam = tf.minimum(k, width)  # top_k needs k <= W (tests use K > W)
     total = tf.reshape(cum, [-1, 1]) + tf.cast(log_probs, tf.float32)  # [N, W]
-    values, tokens = tf.math.top_k(total, k=per_beam)  # [N, k'], sorted, ties to the lower id
+    values, tokens = common.top_k(total, per_beam)  # [N, k'], sorted, ties to the lower id
     others = tf.range(per_beam - 1)
     pad_tokens = tf.concat([[pad_id], others + tf.cast(others >= pad_id, tf.int32)], 0)  # [k']
     pad_values = tf.concat([[0.0], tf.fill([per_beam - 1], common.NEG_INF)], 0)

@@ -1,10 +1,11 @@
 """copied_word_ids: the decoding contract's copy ids become the copied item's word id;
-switch_case keeps its branches as function calls."""
+switch_case keeps its branches as function calls; top_k is tf.math.top_k exactly."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from tablegen_tf.decoding.common import copied_word_ids, switch_case
+from tablegen_tf.decoding.common import TOP_K_CHUNK, copied_word_ids, switch_case, top_k
 
 VOCAB = 10
 
@@ -47,3 +48,18 @@ def test_switch_case_runs_the_chosen_branch_and_is_not_lowered():
     assert len(cases) == 1 and cases[0].get_attr("_lower_using_switch_merge") is False
     # eagerly (in-process decoding outside a tf.function) the chosen branch just runs
     assert int(switch_case(tf.constant(1), [lambda: tf.constant(10), lambda: tf.constant(20)])) == 20
+
+
+@pytest.mark.parametrize("width", [1, 5, TOP_K_CHUNK - 1, 3 * TOP_K_CHUNK + 7, 40 * TOP_K_CHUNK])
+def test_top_k_is_tf_top_k_ties_and_minus_inf_included(width):
+    # Coarse values tie often (ties go to the lower index), and many are -inf (rows with
+    # fewer than k finite values pick the lowest-index -inf ones, never the padding).
+    rng = np.random.default_rng(width)
+    values = np.round(rng.normal(size=(16, width)), 0).astype(np.float32)
+    values[rng.random(values.shape) < 0.7] = -np.inf
+    values[0] = -np.inf
+    for k in sorted({1, min(3, width), min(5, width), width}):
+        expected = tf.math.top_k(values, k=k)
+        got = top_k(tf.constant(values), k)
+        np.testing.assert_array_equal(got[0].numpy(), expected.values.numpy())
+        np.testing.assert_array_equal(got[1].numpy(), expected.indices.numpy())
