@@ -42,6 +42,11 @@ class EnsembleModel(GenerationModel):
     def build(self, *args, **kwargs):
         self.built = True
 
+    def serving_signatures(self, module, decoder=None):
+        # the family's own signatures (e.g. compression's `compress`), searching with the
+        # averaged distributions: the members share one featurizer and vocabulary
+        return self.members[0].serving_signatures(module, decoder=decoder or self)
+
     def compute_loss_from_batch(self, batch, training=False):
         raise NotImplementedError("an ensemble is assembled from trained runs, not trained")
 

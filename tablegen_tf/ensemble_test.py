@@ -48,3 +48,19 @@ def test_the_step_averages_the_members_probabilities_and_keeps_their_states():
 def test_one_member_is_not_an_ensemble():
     with pytest.raises(ValueError, match="at least two"):
         EnsembleModel([FixedDistribution([1.0])])
+
+
+class WithSignatures(FixedDistribution):
+    """A member whose family adds a signature: it records the model it was told to decode with."""
+
+    def serving_signatures(self, module, decoder=None):
+        return {"extra": (module, decoder or self)}
+
+
+def test_the_ensemble_exports_its_first_members_signatures_decoding_with_itself():
+    # e.g. compression's `compress`: without it an exported compression ensemble had none
+    members = [WithSignatures([0.5, 0.5]), WithSignatures([0.9, 0.1])]
+    ensemble = EnsembleModel(members)
+    module = object()
+    assert ensemble.serving_signatures(module) == {"extra": (module, ensemble)}
+    assert EnsembleModel([FixedDistribution([1.0]), FixedDistribution([1.0])]).serving_signatures(module) == {}

@@ -1,8 +1,8 @@
 """The sentence-compression family (tablegen_tf/models/compression): prepare -> train -> evaluate -> export -> serve for the compression family (tiny sizes).
 
 Also: deletion labels round-trip through the Beam job, the `compress` signature matches
-`tablegen generate` (SavedModel parity), and the server answers gRPC / REST `compress`
-calls, bounding an empty and a 10,000-word sentence."""
+`tablegen generate` (SavedModel parity; an exported ensemble keeps it), and the server answers
+gRPC / REST `compress` calls, bounding an empty and a 10,000-word sentence."""
 
 import json
 import os
@@ -130,6 +130,36 @@ def test_export_parity_and_serve(trained, tmp_path):
         assert [p["text"] for p in predictions] == texts[:2]
     finally:
         instance.stop()
+
+
+@pytest.mark.slow
+def test_an_exported_ensemble_keeps_the_compress_signature(prepared, trained, tmp_path):
+    # docs/compression.md "Fourth round": the served best model is an ensemble of two runs, so
+    # its SavedModel must carry the family's `compress` signature, decoding with both members
+    import tensorflow as tf
+
+    from tablegen_cli.main import main
+
+    second = str(tmp_path / "fsc_seed2")
+    assert main(["train", "--config", "compression", *TINY, "--train", os.path.join(prepared, "train"),
+                 "--valid", os.path.join(prepared, "valid"), "--out", second, "--no-progress",
+                 "--set", "model.shape_dim=2", "--set", "train.seed=2"]) == 0
+    outputs = {}
+    for name, members in (("alone", [trained]), ("ensemble", [trained, "--ensemble", second])):
+        out = str(tmp_path / f"{name}.txt")
+        assert main(["generate", "--model", *members, "--format", "compression", "--split", "test",
+                     "--input", os.path.join(FIXTURES, "valid.tsv"), "--output", out]) in (0, 1)
+        with open(out, encoding="utf-8") as handle:
+            outputs[name] = handle.read().splitlines()
+    assert outputs["ensemble"] != outputs["alone"], "the second member changes no output: this test could not fail"
+    base = str(tmp_path / "serving")
+    assert main(["export", "--model", trained, "--ensemble", second, "--serving-base", base,
+                 "--model-name", "compress"]) == 0
+    signatures = tf.saved_model.load(os.path.join(base, "compress", "1")).signatures
+    assert {"serving_default", "compress"} <= set(signatures)
+    sources = _sources("valid.tsv")
+    result = signatures["compress"](sentences=tf.constant(sources))
+    assert [t.decode("utf-8") for t in result["text"].numpy()] == outputs["ensemble"][:len(sources)]
 
 
 @pytest.mark.slow

@@ -116,8 +116,10 @@ class GenerationModel(keras.Model):
         ``model.pretrained_embeddings`` initialises (tablegen_tf.embeddings), or None."""
         return None
 
-    def serving_signatures(self, module) -> Dict[str, Callable]:
-        """Extra tf.functions (name -> function with an input_signature) to export."""
+    def serving_signatures(self, module, decoder: Optional["GenerationModel"] = None) -> Dict[str, Callable]:
+        """Extra tf.functions (name -> function with an input_signature) to export. They
+        search with ``decoder`` (None = this model): an ensemble (tablegen_tf.ensemble)
+        exports its first member's signatures decoding with the ensemble itself."""
         return {}
 
 

@@ -179,11 +179,12 @@ class _WordLM(GenerationModel):
         mask = tf.cast(mask, tf.float32)
         return tf.reduce_sum(nll * mask), tf.reduce_sum(mask)
 
-    def serving_signatures(self, module):
+    def serving_signatures(self, module, decoder=None):
         from tablegen_tf.export import checked_decoding_inputs
         from tablegen_tf.generation import decode_ids
 
-        model, featurizer, decode = self, module.featurizer, module.decode
+        model, featurizer, decode = decoder or self, module.featurizer, module.decode
+        steps_per_word = self.stream_steps_per_word
 
         @tf.function(input_signature=[
             tf.TensorSpec([None], tf.string, name="words"),
@@ -195,7 +196,7 @@ class _WordLM(GenerationModel):
             beam_size, max_length = checked_decoding_inputs(beam_size, max_length)
             features = featurizer.serving_features(words)
             config = dataclasses.replace(decode, beam_size=beam_size,
-                                         max_length=max_length * model.stream_steps_per_word)
+                                         max_length=max_length * steps_per_word)
             ids, lengths, scores, _ = decode_ids(model, features, config)
             return {"text": featurizer.output_text(features, ids, lengths), "score": tf.cast(scores, tf.float32)}
 

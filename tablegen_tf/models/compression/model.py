@@ -604,14 +604,14 @@ class SentenceCompression(GenerationModel):
             log_p = log_p - tf.math.log(tf.reduce_sum(probs, 1, keepdims=True))
         return self._extractive_log_probs(log_p[:, :-1], log_p[:, -1], allowed)
 
-    def serving_signatures(self, module):
+    def serving_signatures(self, module, decoder=None):
         from tablegen_tf.generation import decode_ids
 
-        vocab = self.word_vocab_size
+        vocab, decoder = self.word_vocab_size, decoder or self  # an ensemble: its members share the vocabulary
 
         def compress(sentences):
             features = module.featurizer.serving_features(sentences)
-            ids, lengths, scores, _ = decode_ids(self, features, module.decode)
+            ids, lengths, scores, _ = decode_ids(decoder, features, module.decode)
             text = module.featurizer.output_text(features, ids, lengths)
             valid = tf.sequence_mask(lengths, tf.shape(ids)[1]) & (ids >= vocab)
             width = tf.shape(features["source_ids"])[1]
