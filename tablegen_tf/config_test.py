@@ -66,6 +66,16 @@ def test_the_compression_best_overlay_validates_once_at_its_step_budget():
     assert config.decode == base.decode and config.data == base.data
 
 
+def test_the_compression_best_ensembles_second_member_is_the_overlay_with_seed_4():
+    # docs/compression.md "Fourth round": the best model is the ensemble of the overlay's runs
+    # with seed 5 (as written) and `--set train.seed=4`; nothing else may differ between them
+    first = load_config("compression,experiments/compression_best")
+    second = load_config("compression,experiments/compression_best", ["train.seed=4"])
+    assert (first.train.seed, second.train.seed) == (5, 4)
+    assert dataclasses.replace(second.train, seed=5) == first.train
+    assert (second.model, second.data, second.decode) == (first.model, first.data, first.decode)
+
+
 def test_corpus_values_override_the_code_defaults():
     e2e, rotowire, plain = load_config("e2e"), load_config("rotowire"), load_config()
     assert e2e.model.num_layers == 1 and e2e.model.hidden_size == 256
