@@ -150,11 +150,14 @@ def run_beam_search(
             if compact:
                 # prev_ids, state and memory hold the rows of the live entries only; the
                 # others keep their beams (parent = itself, token pad_id).
-                log_probs, state = make_step_fn(memory)(prev_ids, t, state)  # [A*K, W]
+                live_finished = tf.gather(finished, live)  # [A, K]
+                live_cum = tf.gather(cum, live)
+                candidates, state = _running_rows_step(make_step_fn, memory, prev_ids, t, state, live_cum,
+                                                       live_finished, k)
                 rows = live[:, None]
                 live_cum, live_parent, live_token, _ = _select_per_beam_first(
-                    log_probs, tf.gather(cum, live), tf.gather(finished, live), tf.gather(cand_lengths, live),
-                    tf.shape(live)[0], k, length_penalty, penalties, pad_id)
+                    None, live_cum, live_finished, tf.gather(cand_lengths, live),
+                    tf.shape(live)[0], k, length_penalty, penalties, pad_id, candidates=candidates)
                 parent = tf.tensor_scatter_nd_update(tf.tile(tf.range(k)[None, :], [batch_size, 1]), rows, live_parent)
                 token = tf.tensor_scatter_nd_update(tf.fill([batch_size, k], pad_id), rows, live_token)
                 cum, valid = tf.tensor_scatter_nd_update(cum, rows, live_cum), tf.ones_like(token, tf.bool)
@@ -273,16 +276,60 @@ def _select_full_width(log_probs, cum, finished, cand_lengths, extra, hooks, bat
     return cum, flat // width, flat % width, valid
 
 
-def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k, alpha, penalties, pad_id):
+def _per_beam_candidates(log_probs, cum, k):
+    """Each row's k' = min(K, W) best continuations: log_probs [N, W] and cum [N] ->
+    (values [N, k'] = cum + log-prob, sorted, ties to the lower id; tokens [N, k'])."""
+    per_beam = tf.minimum(k, tf.shape(log_probs)[-1])  # top_k needs k <= W (tests use K > W)
+    total = cum[:, None] + tf.cast(log_probs, tf.float32)  # [N, W]
+    return common.top_k(total, per_beam)
+
+
+def _running_rows_step(make_step_fn, memory, prev_ids, t, state, cum, finished, k):
+    """The compact search's step over rows [A*K] -> ((values, tokens) [A*K, k'] of
+    _per_beam_candidates, new state [A*K, ...]). A finished beam's only continuation is
+    pad_id (_select_per_beam_first ignores its log-probs), so when some beams have
+    finished the step function runs on the unfinished rows only (their memory, state and
+    previous ids gathered; their candidates and states scattered back): finished rows get
+    -inf candidates and keep their old state (neither is read). Each row's log-probs do
+    not depend on the other rows, so the output is the same."""
+    running = tf.cast(tf.where(~tf.reshape(finished, [-1]))[:, 0], tf.int32)  # [R] into A*K
+    cum = tf.reshape(cum, [-1])
+
+    def every_row():
+        log_probs, new_state = make_step_fn(memory)(prev_ids, t, state)  # [A*K, W]
+        return _per_beam_candidates(log_probs, cum, k), new_state
+
+    def running_rows():
+        def rows_of(x):
+            return tf.gather(x, running)
+
+        log_probs, new_state = make_step_fn(tf.nest.map_structure(rows_of, memory))(
+            rows_of(prev_ids), t, tf.nest.map_structure(rows_of, state))  # [R, W]
+        values, tokens = _per_beam_candidates(log_probs, rows_of(cum), k)
+        at = running[:, None]
+        full = tf.stack([tf.size(cum), tf.shape(values)[1]])
+        values = tf.tensor_scatter_nd_update(tf.fill(full, common.NEG_INF), at, values)
+        tokens = tf.tensor_scatter_nd_update(tf.zeros(full, tokens.dtype), at, tokens)
+        new_state = tf.nest.map_structure(lambda old, new: tf.tensor_scatter_nd_update(old, at, new),
+                                          state, new_state)
+        return (values, tokens), new_state
+
+    some_finished = tf.size(running) < tf.size(cum)
+    return common.switch_case(tf.cast(some_finished, tf.int32), [every_row, running_rows])
+
+
+def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k, alpha, penalties, pad_id,
+                           candidates=None):
     """Plain search: each beam's K best (top_k per row, the only pass over the width W),
     then the K best of those K*K per batch entry -> (cum, parent, token, valid), [B, K] each.
+    ``candidates``: the rows' (values, tokens) of _per_beam_candidates already (log_probs
+    is then unused).
 
     A finished beam's candidates are what top_k gives for its only continuation (pad_id,
     log-prob 0): pad_id, then the lowest other ids at -inf."""
-    width = tf.shape(log_probs)[-1]
-    per_beam = tf.minimum(k, width)  # top_k needs k <= W (tests use K > W)
-    total = tf.reshape(cum, [-1, 1]) + tf.cast(log_probs, tf.float32)  # [N, W]
-    values, tokens = common.top_k(total, per_beam)  # [N, k'], sorted, ties to the lower id
+    values, tokens = candidates if candidates is not None else _per_beam_candidates(
+        log_probs, tf.reshape(cum, [-1]), k)  # [N, k'], sorted, ties to the lower id
+    per_beam = tf.shape(values)[1]
     others = tf.range(per_beam - 1)
     pad_tokens = tf.concat([[pad_id], others + tf.cast(others >= pad_id, tf.int32)], 0)  # [k']
     pad_values = tf.concat([[0.0], tf.fill([per_beam - 1], common.NEG_INF)], 0)
