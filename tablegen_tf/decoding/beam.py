@@ -287,13 +287,15 @@ def _per_beam_candidates(log_probs, cum, k):
 def _running_rows_step(make_step_fn, memory, prev_ids, t, state, cum, finished, k):
     """The compact search's step over rows [A*K] -> ((values, tokens) [A*K, k'] of
     _per_beam_candidates, new state [A*K, ...]). A finished beam's only continuation is
-    pad_id (_select_per_beam_first ignores its log-probs), so when some beams have
-    finished the step function runs on the unfinished rows only (their memory, state and
-    previous ids gathered; their candidates and states scattered back): finished rows get
-    -inf candidates and keep their old state (neither is read). Each row's log-probs do
-    not depend on the other rows, so the output is the same."""
-    running = tf.cast(tf.where(~tf.reshape(finished, [-1]))[:, 0], tf.int32)  # [R] into A*K
+    pad_id (_select_per_beam_first ignores its log-probs), and a dead beam's (score -inf,
+    e.g. beams 1.. at step 0) candidates are -inf whatever its log-probs, i.e. what top_k
+    gives for a row of -inf: tokens 0 .. k'-1. So when some beams have finished or are
+    dead the step function runs on the other rows only (their memory, state and previous
+    ids gathered; their candidates and states scattered back): the skipped rows get those
+    -inf candidates and keep their old state (only a dead beam's own -inf candidates read
+    it). Each row's log-probs do not depend on the other rows, so the output is the same."""
     cum = tf.reshape(cum, [-1])
+    running = tf.cast(tf.where(~tf.reshape(finished, [-1]) & (cum > common.NEG_INF))[:, 0], tf.int32)  # [R]
 
     def every_row():
         log_probs, new_state = make_step_fn(memory)(prev_ids, t, state)  # [A*K, W]
@@ -309,13 +311,14 @@ def _running_rows_step(make_step_fn, memory, prev_ids, t, state, cum, finished, 
         at = running[:, None]
         full = tf.stack([tf.size(cum), tf.shape(values)[1]])
         values = tf.tensor_scatter_nd_update(tf.fill(full, common.NEG_INF), at, values)
-        tokens = tf.tensor_scatter_nd_update(tf.zeros(full, tokens.dtype), at, tokens)
+        skipped = tf.tile(tf.range(full[1], dtype=tokens.dtype)[None, :], [full[0], 1])  # top_k of -inf
+        tokens = tf.tensor_scatter_nd_update(skipped, at, tokens)
         new_state = tf.nest.map_structure(lambda old, new: tf.tensor_scatter_nd_update(old, at, new),
                                           state, new_state)
         return (values, tokens), new_state
 
-    some_finished = tf.size(running) < tf.size(cum)
-    return common.switch_case(tf.cast(some_finished, tf.int32), [every_row, running_rows])
+    some_skipped = tf.size(running) < tf.size(cum)
+    return common.switch_case(tf.cast(some_skipped, tf.int32), [every_row, running_rows])
 
 
 def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k, alpha, penalties, pad_id,
