@@ -145,15 +145,16 @@ def run_beam_search(
         compact = step_memory is not None and not hooks.full_width
         memory, make_step_fn = step_memory if compact else ((), None)
 
-        def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
+        def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live):
             cand_lengths = lengths + tf.cast(~finished, tf.int32)  # [B, K]
             if compact:
-                # prev_ids, state and memory hold the rows of the live entries only; the
+                # prev_ids and state hold the rows of the live entries only (memory keeps all
+                # B*K rows: the step function's rows are gathered from it); the
                 # others keep their beams (parent = itself, token pad_id).
                 live_finished = tf.gather(finished, live)  # [A, K]
                 live_cum = tf.gather(cum, live)
-                candidates, state = _running_rows_step(make_step_fn, memory, prev_ids, t, state, live_cum,
-                                                       live_finished, k)
+                candidates, state = _running_rows_step(make_step_fn, memory, live, prev_ids, t, state, live_cum,
+                                                       live_finished, k, batch_size)
                 rows = live[:, None]
                 live_cum, live_parent, live_token, _ = _select_per_beam_first(
                     None, live_cum, live_finished, tf.gather(cand_lengths, live),
@@ -179,13 +180,13 @@ def run_beam_search(
             extra = hooks.update_extra(tf.nest.map_structure(by_parent, extra), token, prev_finished)
             finished = prev_finished | tf.equal(token, end_id)
             if compact:
-                prev_ids, state, live, memory = _leave_batch(
-                    live, memory, state, live_parent, live_token, entry_done(cum, finished), k)
+                prev_ids, state, live = _leave_batch(
+                    live, state, live_parent, live_token, entry_done(cum, finished), k)
             else:
                 prev_ids, state = tf.reshape(token, [-1]), common.gather_beams(state, parent, k)
             return (
                 t + 1, prev_ids, state, cum, finished, by_parent(cand_lengths),
-                extra, ids_ta.write(t, token), parents_ta.write(t, parent), live, memory,
+                extra, ids_ta.write(t, token), parents_ta.write(t, parent), live,
             )
 
         loop_vars = (
@@ -199,9 +200,8 @@ def run_beam_search(
             _time_array(),
             _time_array(),
             tf.range(batch_size),  # live batch entries (compact search)
-            memory,
         )
-        _, _, _, cum, _, lengths, extra, ids_ta, parents_ta, _, _ = tf.while_loop(
+        _, _, _, cum, _, lengths, extra, ids_ta, parents_ta, _ = tf.while_loop(
             running, body, loop_vars,
             shape_invariants=common.loop_invariants(loop_vars),
             maximum_iterations=max_length,
@@ -284,9 +284,11 @@ def _per_beam_candidates(log_probs, cum, k):
     return common.top_k(total, per_beam)
 
 
-def _running_rows_step(make_step_fn, memory, prev_ids, t, state, cum, finished, k):
-    """The compact search's step over rows [A*K] -> ((values, tokens) [A*K, k'] of
-    _per_beam_candidates, new state [A*K, ...]). A finished beam's only continuation is
+def _running_rows_step(make_step_fn, memory, live, prev_ids, t, state, cum, finished, k, batch_size):
+    """The compact search's step over the rows [A*K] of the live entries ``live`` [A] ->
+    ((values, tokens) [A*K, k'] of _per_beam_candidates, new state [A*K, ...]); ``memory``
+    holds all B*K rows (gathered for the rows computed: one gather per step, none when
+    an entry leaves). A finished beam's only continuation is
     pad_id (_select_per_beam_first ignores its log-probs), and a dead beam's (score -inf,
     e.g. beams 1.. at step 0) candidates are -inf whatever its log-probs, i.e. what top_k
     gives for a row of -inf: tokens 0 .. k'-1. So when some beams have finished or are
@@ -297,15 +299,16 @@ def _running_rows_step(make_step_fn, memory, prev_ids, t, state, cum, finished, 
     cum = tf.reshape(cum, [-1])
     running = tf.cast(tf.where(~tf.reshape(finished, [-1]) & (cum > common.NEG_INF))[:, 0], tf.int32)  # [R]
 
-    def every_row():
-        log_probs, new_state = make_step_fn(memory)(prev_ids, t, state)  # [A*K, W]
+    def every_row():  # every row of every entry (A = B)
+        log_probs, new_state = make_step_fn(memory)(prev_ids, t, state)  # [B*K, W]
         return _per_beam_candidates(log_probs, cum, k), new_state
 
     def running_rows():
         def rows_of(x):
             return tf.gather(x, running)
 
-        log_probs, new_state = make_step_fn(tf.nest.map_structure(rows_of, memory))(
+        memory_rows = tf.gather(live, running // k) * k + running % k  # [R] into B*K
+        log_probs, new_state = make_step_fn(tf.nest.map_structure(lambda x: tf.gather(x, memory_rows), memory))(
             rows_of(prev_ids), t, tf.nest.map_structure(rows_of, state))  # [R, W]
         values, tokens = _per_beam_candidates(log_probs, rows_of(cum), k)
         at = running[:, None]
@@ -317,7 +320,7 @@ def _running_rows_step(make_step_fn, memory, prev_ids, t, state, cum, finished, 
                                           state, new_state)
         return (values, tokens), new_state
 
-    some_skipped = tf.size(running) < tf.size(cum)
+    some_skipped = tf.size(running) < batch_size * k  # a row skipped, or an entry has left
     return common.switch_case(tf.cast(some_skipped, tf.int32), [every_row, running_rows])
 
 
@@ -347,17 +350,13 @@ def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k
     return cum, chosen // per_beam, tf.gather(tokens, chosen, batch_dims=1), tf.ones_like(chosen, tf.bool)
 
 
-def _leave_batch(live, memory, state, parent, token, done, k):
-    """Rows of the entries still searching: (prev_ids, state reordered by parent, live,
-    memory), from the live entries' parent and token [A, K] and ``done`` [B]."""
+def _leave_batch(live, state, parent, token, done, k):
+    """Rows of the entries still searching: (prev_ids, state reordered by parent, live),
+    from the live entries' parent and token [A, K] and ``done`` [B]."""
     keep = tf.cast(tf.where(~tf.gather(done, live))[:, 0], tf.int32)  # [A'] into live
     rows = tf.reshape(keep[:, None] * k + tf.gather(parent, keep), [-1])  # [A' * K] into A * K
     state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
-    everyone = tf.equal(tf.size(keep), tf.size(live))
-    beams = tf.reshape(keep[:, None] * k + tf.range(k)[None, :], [-1])
-    memory = tf.cond(everyone, lambda: memory,
-                     lambda: tf.nest.map_structure(lambda x: tf.gather(x, beams), memory))
-    return tf.reshape(tf.gather(token, keep), [-1]), state, tf.gather(live, keep), memory
+    return tf.reshape(tf.gather(token, keep), [-1]), state, tf.gather(live, keep)
 
 
 def _only_pad_after_end(log_probs, finished, pad_id):
