@@ -88,8 +88,9 @@ def beam_search(
       step_memory: optional (memory, make_step_fn): ``memory`` nested [N, ...] and
         ``make_step_fn(rows of memory)`` the step function over those rows (``step_fn`` is
         ``make_step_fn(memory)``). Then a batch entry whose search is over (what stops the
-        loop, for that entry) leaves the batch: the step function runs on the other
-        entries' rows only. The same output, except the tokens of dead beams.
+        loop, for that entry) leaves the batch, and the step function runs only on the
+        rows of beams still running (not finished, not dead) of the other entries. The
+        same output, except the tokens of dead beams.
       jit_max_batch: a batch of at most this many entries runs the WHOLE search (every
         step: the step function and the beam bookkeeping, then the backtracking) as ONE
         XLA computation instead of ~100 graph ops per step: what a one-table request's
