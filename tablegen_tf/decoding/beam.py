@@ -88,8 +88,9 @@ def beam_search(
       step_memory: optional (memory, make_step_fn): ``memory`` nested [N, ...] and
         ``make_step_fn(rows of memory)`` the step function over those rows (``step_fn`` is
         ``make_step_fn(memory)``). Then a batch entry whose search is over (what stops the
-        loop, for that entry) leaves the batch: the step function runs on the other
-        entries' rows only. The same output, except the tokens of dead beams.
+        loop, for that entry) leaves the batch, and the step function runs only on the
+        rows of beams still running (not finished, not dead) of the other entries. The
+        same output, except the tokens of dead beams.
       jit_max_batch: a batch of at most this many entries runs the WHOLE search (every
         step: the step function and the beam bookkeeping, then the backtracking) as ONE
         XLA computation instead of ~100 graph ops per step: what a one-table request's
@@ -145,16 +146,20 @@ def run_beam_search(
         compact = step_memory is not None and not hooks.full_width
         memory, make_step_fn = step_memory if compact else ((), None)
 
-        def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live, memory):
+        def body(t, prev_ids, state, cum, finished, lengths, extra, ids_ta, parents_ta, live):
             cand_lengths = lengths + tf.cast(~finished, tf.int32)  # [B, K]
             if compact:
-                # prev_ids, state and memory hold the rows of the live entries only; the
+                # prev_ids and state hold the rows of the live entries only (memory keeps all
+                # B*K rows: the step function's rows are gathered from it); the
                 # others keep their beams (parent = itself, token pad_id).
-                log_probs, state = make_step_fn(memory)(prev_ids, t, state)  # [A*K, W]
+                live_finished = tf.gather(finished, live)  # [A, K]
+                live_cum = tf.gather(cum, live)
+                candidates, state = _running_rows_step(make_step_fn, memory, live, prev_ids, t, state, live_cum,
+                                                       live_finished, k, batch_size)
                 rows = live[:, None]
                 live_cum, live_parent, live_token, _ = _select_per_beam_first(
-                    log_probs, tf.gather(cum, live), tf.gather(finished, live), tf.gather(cand_lengths, live),
-                    tf.shape(live)[0], k, length_penalty, penalties, pad_id)
+                    None, live_cum, live_finished, tf.gather(cand_lengths, live),
+                    tf.shape(live)[0], k, length_penalty, penalties, pad_id, candidates=candidates)
                 parent = tf.tensor_scatter_nd_update(tf.tile(tf.range(k)[None, :], [batch_size, 1]), rows, live_parent)
                 token = tf.tensor_scatter_nd_update(tf.fill([batch_size, k], pad_id), rows, live_token)
                 cum, valid = tf.tensor_scatter_nd_update(cum, rows, live_cum), tf.ones_like(token, tf.bool)
@@ -176,13 +181,13 @@ def run_beam_search(
             extra = hooks.update_extra(tf.nest.map_structure(by_parent, extra), token, prev_finished)
             finished = prev_finished | tf.equal(token, end_id)
             if compact:
-                prev_ids, state, live, memory = _leave_batch(
-                    live, memory, state, live_parent, live_token, entry_done(cum, finished), k)
+                prev_ids, state, live = _leave_batch(
+                    live, state, live_parent, live_token, entry_done(cum, finished), k)
             else:
                 prev_ids, state = tf.reshape(token, [-1]), common.gather_beams(state, parent, k)
             return (
                 t + 1, prev_ids, state, cum, finished, by_parent(cand_lengths),
-                extra, ids_ta.write(t, token), parents_ta.write(t, parent), live, memory,
+                extra, ids_ta.write(t, token), parents_ta.write(t, parent), live,
             )
 
         loop_vars = (
@@ -196,9 +201,8 @@ def run_beam_search(
             _time_array(),
             _time_array(),
             tf.range(batch_size),  # live batch entries (compact search)
-            memory,
         )
-        _, _, _, cum, _, lengths, extra, ids_ta, parents_ta, _, _ = tf.while_loop(
+        _, _, _, cum, _, lengths, extra, ids_ta, parents_ta, _ = tf.while_loop(
             running, body, loop_vars,
             shape_invariants=common.loop_invariants(loop_vars),
             maximum_iterations=max_length,
@@ -273,16 +277,66 @@ def _select_full_width(log_probs, cum, finished, cand_lengths, extra, hooks, bat
     return cum, flat // width, flat % width, valid
 
 
-def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k, alpha, penalties, pad_id):
+def _per_beam_candidates(log_probs, cum, k):
+    """Each row's k' = min(K, W) best continuations: log_probs [N, W] and cum [N] ->
+    (values [N, k'] = cum + log-prob, sorted, ties to the lower id; tokens [N, k'])."""
+    per_beam = tf.minimum(k, tf.shape(log_probs)[-1])  # top_k needs k <= W (tests use K > W)
+    total = cum[:, None] + tf.cast(log_probs, tf.float32)  # [N, W]
+    return common.top_k(total, per_beam)
+
+
+def _running_rows_step(make_step_fn, memory, live, prev_ids, t, state, cum, finished, k, batch_size):
+    """The compact search's step over the rows [A*K] of the live entries ``live`` [A] ->
+    ((values, tokens) [A*K, k'] of _per_beam_candidates, new state [A*K, ...]); ``memory``
+    holds all B*K rows (gathered for the rows computed: one gather per step, none when
+    an entry leaves). A finished beam's only continuation is
+    pad_id (_select_per_beam_first ignores its log-probs), and a dead beam's (score -inf,
+    e.g. beams 1.. at step 0) candidates are -inf whatever its log-probs, i.e. what top_k
+    gives for a row of -inf: tokens 0 .. k'-1. So when some beams have finished or are
+    dead the step function runs on the other rows only (their memory, state and previous
+    ids gathered; their candidates and states scattered back): the skipped rows get those
+    -inf candidates and keep their old state (only a dead beam's own -inf candidates read
+    it). Each row's log-probs do not depend on the other rows, so the output is the same."""
+    cum = tf.reshape(cum, [-1])
+    running = tf.cast(tf.where(~tf.reshape(finished, [-1]) & (cum > common.NEG_INF))[:, 0], tf.int32)  # [R]
+
+    def every_row():  # every row of every entry (A = B)
+        log_probs, new_state = make_step_fn(memory)(prev_ids, t, state)  # [B*K, W]
+        return _per_beam_candidates(log_probs, cum, k), new_state
+
+    def running_rows():
+        def rows_of(x):
+            return tf.gather(x, running)
+
+        memory_rows = tf.gather(live, running // k) * k + running % k  # [R] into B*K
+        log_probs, new_state = make_step_fn(tf.nest.map_structure(lambda x: tf.gather(x, memory_rows), memory))(
+            rows_of(prev_ids), t, tf.nest.map_structure(rows_of, state))  # [R, W]
+        values, tokens = _per_beam_candidates(log_probs, rows_of(cum), k)
+        at = running[:, None]
+        full = tf.stack([tf.size(cum), tf.shape(values)[1]])
+        values = tf.tensor_scatter_nd_update(tf.fill(full, common.NEG_INF), at, values)
+        skipped = tf.tile(tf.range(full[1], dtype=tokens.dtype)[None, :], [full[0], 1])  # top_k of -inf
+        tokens = tf.tensor_scatter_nd_update(skipped, at, tokens)
+        new_state = tf.nest.map_structure(lambda old, new: tf.tensor_scatter_nd_update(old, at, new),
+                                          state, new_state)
+        return (values, tokens), new_state
+
+    some_skipped = tf.size(running) < batch_size * k  # a row skipped, or an entry has left
+    return common.switch_case(tf.cast(some_skipped, tf.int32), [every_row, running_rows])
+
+
+def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k, alpha, penalties, pad_id,
+                           candidates=None):
     """Plain search: each beam's K best (top_k per row, the only pass over the width W),
     then the K best of those K*K per batch entry -> (cum, parent, token, valid), [B, K] each.
+    ``candidates``: the rows' (values, tokens) of _per_beam_candidates already (log_probs
+    is then unused).
 
     A finished beam's candidates are what top_k gives for its only continuation (pad_id,
     log-prob 0): pad_id, then the lowest other ids at -inf."""
-    width = tf.shape(log_probs)[-1]
-    per_beam = tf.minimum(k, width)  # top_k needs k <= W (tests use K > W)
-    total = tf.reshape(cum, [-1, 1]) + tf.cast(log_probs, tf.float32)  # [N, W]
-    values, tokens = common.top_k(total, per_beam)  # [N, k'], sorted, ties to the lower id
+    values, tokens = candidates if candidates is not None else _per_beam_candidates(
+        log_probs, tf.reshape(cum, [-1]), k)  # [N, k'], sorted, ties to the lower id
+    per_beam = tf.shape(values)[1]
     others = tf.range(per_beam - 1)
     pad_tokens = tf.concat([[pad_id], others + tf.cast(others >= pad_id, tf.int32)], 0)  # [k']
     pad_values = tf.concat([[0.0], tf.fill([per_beam - 1], common.NEG_INF)], 0)
@@ -297,17 +351,13 @@ def _select_per_beam_first(log_probs, cum, finished, cand_lengths, batch_size, k
     return cum, chosen // per_beam, tf.gather(tokens, chosen, batch_dims=1), tf.ones_like(chosen, tf.bool)
 
 
-def _leave_batch(live, memory, state, parent, token, done, k):
-    """Rows of the entries still searching: (prev_ids, state reordered by parent, live,
-    memory), from the live entries' parent and token [A, K] and ``done`` [B]."""
+def _leave_batch(live, state, parent, token, done, k):
+    """Rows of the entries still searching: (prev_ids, state reordered by parent, live),
+    from the live entries' parent and token [A, K] and ``done`` [B]."""
     keep = tf.cast(tf.where(~tf.gather(done, live))[:, 0], tf.int32)  # [A'] into live
     rows = tf.reshape(keep[:, None] * k + tf.gather(parent, keep), [-1])  # [A' * K] into A * K
     state = tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
-    everyone = tf.equal(tf.size(keep), tf.size(live))
-    beams = tf.reshape(keep[:, None] * k + tf.range(k)[None, :], [-1])
-    memory = tf.cond(everyone, lambda: memory,
-                     lambda: tf.nest.map_structure(lambda x: tf.gather(x, beams), memory))
-    return tf.reshape(tf.gather(token, keep), [-1]), state, tf.gather(live, keep), memory
+    return tf.reshape(tf.gather(token, keep), [-1]), state, tf.gather(live, keep)
 
 
 def _only_pad_after_end(log_probs, finished, pad_id):

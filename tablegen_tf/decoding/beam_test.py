@@ -276,6 +276,94 @@ def test_finished_entries_leaving_the_batch_change_nothing(all_beams, alpha):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("all_beams", [True, False])
+@pytest.mark.parametrize("alpha", [0.0, 0.8])
+def test_finished_beams_are_not_computed(all_beams, alpha):
+    # step_memory: once a beam has finished, the step function runs on the unfinished rows
+    # only (a finished beam's only continuation is pad): it never sees a row whose previous
+    # token is END or pad, its memory rows are those rows' own, and the beams equal the
+    # search without step_memory.
+    tables = []
+    for seed, end in zip(range(4), (0.3, 0.1, 0.5, 0.02)):
+        table = random_table(seed + 10, vocab=8, peak=1.0)
+        table[:, :, END] = np.log(end)  # beams finish at different steps
+        tables.append(table)
+    model = PerEntryMarkov(np.stack(tables))
+    starts = tf.constant([START, 4, 5, 6])
+
+    def checked_step_fn(memory):
+        step_fn = model.step_fn_for(memory)
+
+        def checked(prev_ids, step, state):
+            ended = (tf.equal(prev_ids, END) | tf.equal(prev_ids, PAD)) & (step > 0)
+            with tf.control_dependencies([
+                tf.debugging.assert_equal(tf.reduce_any(ended), False, message="a finished row was computed"),
+            ]):
+                return step_fn(tf.identity(prev_ids), step, state)
+
+        return checked
+
+    @tf.function
+    def both():
+        k = 3
+        memory = {"table": tf.repeat(tf.range(4), k)}  # tiled to B*K rows
+        state = {"older": starts}
+        kept = beam_search(model.step_fn_for(memory), starts, state, k, 25, END, alpha, all_beams)
+        compact = beam_search(checked_step_fn(memory), starts, state, k, 25, END, alpha, all_beams,
+                              step_memory=(memory, checked_step_fn))
+        return kept, compact
+
+    kept, compact = both()
+    for a, b in zip(kept, compact):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_dead_beams_are_not_computed():
+    # Dead beams (score -inf: beams 1.. at step 0, or fewer continuations than beams) are
+    # skipped too: the step function sees one row per entry at step 0, and the live beams,
+    # their scores and lengths equal the search without step_memory.
+    tables = []
+    rng = np.random.default_rng(7)
+    for seed in range(3):
+        table = random_table(seed + 20, vocab=8, peak=1.0)
+        for older in range(8):
+            for prev in range(8):
+                allowed = {END, int(rng.integers(4, 8))}
+                table[older, prev, [w for w in range(8) if w not in allowed]] = -np.inf
+        tables.append(table)
+    model = PerEntryMarkov(np.stack(tables))
+    starts = tf.constant([START, 4, 5])
+
+    def checked_step_fn(memory):
+        step_fn = model.step_fn_for(memory)
+
+        def checked(prev_ids, step, state):
+            first = tf.debugging.assert_equal(
+                tf.logical_or(step > 0, tf.equal(tf.size(prev_ids), 3)), True,
+                message="dead beams were computed at step 0")
+            with tf.control_dependencies([first]):
+                return step_fn(tf.identity(prev_ids), step, state)
+
+        return checked
+
+    @tf.function
+    def both():
+        k = 5  # one beam has 2 continuations, so 2, 3 and 4 beams are alive after steps 0, 1, 2
+        memory = {"table": tf.repeat(tf.range(3), k)}
+        state = {"older": starts}
+        kept = beam_search(model.step_fn_for(memory), starts, state, k, 3, END, 0.0, True)
+        compact = beam_search(checked_step_fn(memory), starts, state, k, 3, END, 0.0, True,
+                              step_memory=(memory, checked_step_fn))
+        return kept, compact
+
+    (ids, lengths, scores), (ids2, lengths2, scores2) = [[x.numpy() for x in out] for out in both()]
+    np.testing.assert_array_equal(scores, scores2)
+    alive = scores > -np.inf
+    assert alive.sum() > 3 and (~alive).sum() > 0  # both kinds of beams are checked
+    np.testing.assert_array_equal(lengths[alive], lengths2[alive])
+    np.testing.assert_array_equal(ids[alive], ids2[alive])
+
+
 @pytest.mark.parametrize("all_beams,alpha", [(False, 0.0), (True, 0.8)])  # best-only pruning; all beams
 def test_xla_steps_give_the_same_beams(all_beams, alpha):
     # jit_max_batch: a batch of at most that many entries runs each step as one XLA
