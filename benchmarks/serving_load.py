@@ -43,6 +43,8 @@ from typing import Callable, Dict, List
 
 import numpy as np
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ log lines off, as `tablegen` does; 0 shows them
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
