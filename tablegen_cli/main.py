@@ -422,6 +422,8 @@ def _report_shortfall(command: str, written: int, read: int) -> int:
 
 
 def _write_lines(path: str, lines) -> None:
+    # --output may name a new directory (runs/x/dev.txt): the decoding before this took minutes
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         for line in lines:
             handle.write(line.replace("\n", " ") + "\n")

@@ -57,3 +57,13 @@ def test_evaluate_prints_strict_json_nothing_measured_is_null():
                                     "plan": {"f1": float("nan")}, "list": [float("nan"), 2]}))
     assert json.loads(text, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}")) == {
         "bleu": 1.5, "hallucinated_numbers_rate": None, "plan": {"f1": None}, "list": [None, 2]}
+
+
+def test_output_files_go_into_new_directories(tmp_path):
+    # `evaluate|generate --output runs/new/dev.txt` decodes for minutes first: a missing
+    # directory must not turn that into a traceback at the end
+    from tablegen_cli.main import _write_lines
+
+    path = tmp_path / "new" / "deeper" / "dev.txt"
+    _write_lines(str(path), ["a table's text", "two\nlines"])
+    assert path.read_text(encoding="utf-8") == "a table's text\ntwo lines\n"
