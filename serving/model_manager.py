@@ -37,6 +37,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 
 from serving.errors import ServingError, not_found
 from serving.partial_load import load_signatures
+from serving.server import SETTLE_SECONDS
 from serving.signatures import TABLES_INPUT, Signature
 from tablegen_tf.constants import WARMUP_ASSET
 
@@ -311,10 +312,14 @@ class ModelManager:
     """Serves the latest ready version under model_dir (= BASE/NAME) and hot-swaps newer ones."""
 
     def __init__(self, name: str, model_dir: str, poll_seconds: float = 1.0,
-                 background_warmup: bool = True, loader_niceness: int = 0):
+                 background_warmup: bool = True, loader_niceness: int = 0,
+                 settle_seconds: float = SETTLE_SECONDS):
         self.name = name
         self.model_dir = model_dir
         self.poll_seconds = poll_seconds
+        # A new version's files must stay unchanged this long before it loads; 0 waits
+        # for the next poll instead (one poll period).
+        self.settle_seconds = settle_seconds
         self.background_warmup = background_warmup
         self.loader_niceness = loader_niceness  # of the poll thread, which loads new versions
         self._warmers: List[threading.Thread] = []
@@ -400,10 +405,19 @@ class ModelManager:
             if not is_complete(path) or self._retry.get(version, (0.0, 0))[0] > now:
                 continue
             seen[version] = fingerprint(path)
-            if initial or self._is_current(version) or self._seen.get(version) == seen[version]:
+            if (initial or self._is_current(version) or self._seen.get(version) == seen[version]
+                    or self._settled(path, seen[version])):
                 ready.append(version)
         self._seen = seen
         return ready
+
+    def _settled(self, path: str, first: Tuple) -> bool:
+        """Unchanged after settle_seconds: a copy in progress moves within that time, an
+        atomic rename (what `tablegen export` does) is ready at its first sighting."""
+        if self.settle_seconds <= 0:
+            return False
+        self._stop.wait(self.settle_seconds)
+        return fingerprint(path) == first
 
     def _disk_versions(self) -> List[int]:
         try:

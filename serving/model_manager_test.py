@@ -4,6 +4,7 @@ poll_once() (no poll thread) over the stand-in SavedModels of conftest.py."""
 import gc
 import os
 import shutil
+import threading
 import weakref
 
 import grpc
@@ -24,7 +25,9 @@ def run(loaded):
 
 @pytest.fixture
 def manager(base_path):
-    manager = ModelManager(MODEL, os.path.join(base_path, MODEL), poll_seconds=0.01)
+    # settle 0: a new version loads on its second poll (tests drive poll_once themselves)
+    manager = ModelManager(MODEL, os.path.join(base_path, MODEL), poll_seconds=0.01,
+                           settle_seconds=0)
     manager.poll_once(initial=True)
     manager.wait_for_warm_up()  # the background warm-up holds a lease on version 1
     yield manager
@@ -54,6 +57,36 @@ def test_new_version_is_loaded_once_stable(manager, base_path, exports):
     assert serving_version(manager) == 2
     states = {v: state for v, state, _ in manager.status()}
     assert states == {2: "AVAILABLE", 1: "END"}
+
+
+def test_renamed_version_loads_at_its_first_sighting(manager, base_path, exports):
+    manager.settle_seconds = 0.05  # unchanged for that long
+    testing.push_version(exports["v2"], os.path.join(base_path, MODEL), 2)
+    manager.poll_once()
+    assert serving_version(manager) == 2
+
+
+def test_version_still_being_written_waits(manager, base_path, exports):
+    manager.settle_seconds = 0.2
+    version = os.path.join(base_path, MODEL, "2")
+    testing.push_version(exports["v2"], os.path.join(base_path, MODEL), 2)
+    writing, stop = os.path.join(version, "assets.extra", "still_copying"), threading.Event()
+    os.makedirs(os.path.dirname(writing), exist_ok=True)
+
+    def copy_in_progress():
+        with open(writing, "a") as f:
+            while not stop.wait(0.01):
+                f.write("x"), f.flush()
+
+    writer = threading.Thread(target=copy_in_progress)
+    writer.start()
+    try:
+        manager.poll_once(), manager.poll_once()
+        assert serving_version(manager) == 1
+    finally:
+        stop.set(), writer.join()
+    manager.poll_once()
+    assert serving_version(manager) == 2
 
 
 def test_partial_and_corrupt_versions_are_retried_not_served(manager, base_path, exports):

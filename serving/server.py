@@ -25,6 +25,10 @@ from serving.tls import add_tls_arguments, tls_from_args
 
 log = logging.getLogger("tablegen.serving")
 
+# How long a newly seen version's files must stay unchanged before it loads (a copy in
+# progress changes within it; an atomic rename is ready at once).
+SETTLE_SECONDS = 0.2
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
@@ -33,10 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--model-config-file",
                        help="TF Serving models.config (model_config_list) to serve several models; "
                        "each base_path holds <version>/ directories")
-    # TF Serving's --file_system_poll_wait_seconds default; a new version is loaded on its
-    # second sighting (unchanged files), so it waits one to two polls before loading.
+    # TF Serving's --file_system_poll_wait_seconds default.
     model.add_argument("--poll-seconds", type=float, default=1.0,
                        help="how often to look for new versions (default: %(default)s)")
+    model.add_argument("--settle-seconds", type=float, default=SETTLE_SECONDS,
+                       help="a newly seen version loads once its files stay unchanged this long, "
+                       "so a copy still in progress is not loaded; 0 waits for the next poll "
+                       "(default: %(default)s)")
     model.add_argument("--background-warmup", action=argparse.BooleanOptionalAction, default=True,
                        help="warm up only serving_default before a new version takes traffic and "
                        "the other signatures right after, in the background; --no-background-warmup "
@@ -205,7 +212,7 @@ def build_server(args) -> ModelServer:
     from serving.predictor import Predictor
 
     managers = {name: ModelManager(name, path, args.poll_seconds, args.background_warmup,
-                                   args.loader_niceness)
+                                   args.loader_niceness, args.settle_seconds)
                 for name, path in model_dirs(args).items()}
     predictor = Predictor(managers, args.max_concurrency, args.max_batch_size,
                           args.queue_timeout_seconds, batching_options(args), limits_from_args(args))
