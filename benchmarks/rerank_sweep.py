@@ -1,16 +1,23 @@
-"""Experiment: beam width x length penalty x coverage reranking weight, on a selection split.
+"""Experiment: beam width x length penalty x reranking weight, on a selection split.
 
 One beam search per (beam, length penalty) keeps every beam (``generation.decode_beams``);
-each weight then picks one beam per table by ``score - W x missed table words``, the count
-``tablegen_tf.reranking`` uses in the graph (``metrics.fact_graph.missed_table_facts``), so
-a row equals `tablegen evaluate --beam-size B --length-penalty A --coverage-rerank-weight W`
-(checked: selection bleu_webnlg 54.6322 both ways at beam 10, lp 1.0, W 2) at one search
-per (B, A) instead of one per weight. Prints one markdown row per setting: challenge BLEU
-(``bleu_webnlg``, with its brevity penalty) for WebNLG formats, else ``bleu``, and coverage.
+each weight then picks one beam per table by ``score - W x count``, the count
+``tablegen_tf.reranking`` uses in the graph: missed table words
+(``metrics.fact_graph.missed_table_facts``, ``--rerank coverage``) or slot errors
+(``metrics.slot_graph.slot_errors``, ``--rerank slot``). A row equals
+`tablegen evaluate --beam-size B --length-penalty A --coverage-rerank-weight W` (or
+``--slot-rerank-weight W``; checked: selection bleu_webnlg 54.6322 both ways at beam 10,
+lp 1.0, W 2) at one search per (B, A) instead of one per weight. ``--ensemble`` decodes
+with the runs' averaged distributions, as `tablegen evaluate --ensemble` does. Prints one
+markdown row per setting: challenge BLEU (``bleu_webnlg``, with its brevity penalty) for
+WebNLG formats, else ``bleu``; coverage, slot error rate, hallucination, mean words.
 
     .venv/bin/python benchmarks/rerank_sweep.py --model runs/webnlg --format webnlg \\
         --input ../shared/data/webnlg/train --split train --selection-fraction 0.05 \\
         --beams 5 10 15 --length-penalties 1.0 --weights 0 0.5 1 2
+    .venv/bin/python benchmarks/rerank_sweep.py --model runs/op128-s1 --ensemble runs/op256-s1 \\
+        --format e2e-aligned --input ../shared/data/e2e/aligned --split train \\
+        --selection-fraction 0.05 --rerank slot --beams 10 20 --length-penalties 0 0.5 --weights 5 20
 """
 
 import argparse
@@ -19,15 +26,19 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ log lines off, as `tablegen` does
 
 
-def kept_beams(trained, examples, beam: int, length_penalty: float, batch_size: int = 64):
-    """-> per table, [(text, score)] of its live beams (best first) and their missed fact words."""
+def kept_beams(trained, examples, beam: int, length_penalty: float, rerank: str = "coverage",
+               batch_size: int = 64):
+    """-> per table, [(text, score, count)] of its live beams (best first); count: missed
+    fact words (rerank "coverage") or slot errors ("slot")."""
     import tensorflow as tf
 
     from tablegen_tf.constants import NEG_INF
     from tablegen_tf.generation import decode_beams
     from tablegen_tf.metrics.fact_graph import missed_table_facts
+    from tablegen_tf.metrics.slot_graph import slot_errors
 
     featurizer = trained.featurizer
     decode = dataclasses.replace(trained.config.decode, beam_size=beam, length_penalty=length_penalty,
@@ -38,6 +49,8 @@ def kept_beams(trained, examples, beam: int, length_penalty: float, batch_size: 
         ids, lengths, scores, _, _ = decode_beams(trained.model, featurizer, batch, decode)
         texts = featurizer.candidate_texts(batch, ids, lengths)
         fields, values, mask = featurizer.slot_table(batch)
+        if rerank == "slot":
+            return texts, scores, slot_errors(fields, values, mask, texts)
         return texts, scores, missed_table_facts(fields, values, mask, texts, featurizer.tokenizer)
 
     tables = []
@@ -51,6 +64,10 @@ def kept_beams(trained, examples, beam: int, length_penalty: float, batch_size: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
+    parser.add_argument("--ensemble", nargs="+", default=[], metavar="RUN",
+                        help="more runs decoded with --model as one ensemble")
+    parser.add_argument("--rerank", choices=("coverage", "slot"), default="coverage",
+                        help="what W multiplies: missed table words or slot errors (default: %(default)s)")
     parser.add_argument("--format", required=True)
     parser.add_argument("--input", required=True)
     parser.add_argument("--split", default=None)
@@ -67,24 +84,27 @@ def main() -> None:
     from tablegen_tf.ensemble import load_ensemble
     from tablegen_tf.metrics.text_metrics import reference_streams, webnlg_challenge_tokens
 
-    trained = load_ensemble([args.model])
+    trained = load_ensemble([args.model, *args.ensemble])
     raws, _ = inference.read_inputs(args.format, args.input, args.split, args.selection_fraction)
     examples = inference.build(raws[: args.limit or None], trained.config.tokenizer, needs_text=True)[0]
     webnlg = args.format.startswith("webnlg")
     metric = "bleu_webnlg" if webnlg else "bleu"
     refs = [[" ".join(webnlg_challenge_tokens(t)) for t in e.all_references()] for e in examples]  # challenge BP
-    print(f"| beam | length penalty | W | {metric} | brevity penalty | coverage | hallucination |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| beam | length penalty | W | {metric} | brevity penalty | coverage | slot errors | hallucination | words |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for beam in args.beams:
         for length_penalty in args.length_penalties:
-            tables = kept_beams(trained, examples, beam, length_penalty)
+            tables = kept_beams(trained, examples, beam, length_penalty, args.rerank)
             for weight in args.weights:
                 texts = [max(beams, key=lambda b: b[1] - weight * b[2])[0] for beams in tables]
                 scores = inference.evaluate(examples, texts, format_name=args.format)
                 bp = BLEU(tokenize="none", smooth_method="none").corpus_score(
                     [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
+                ser = scores.get("slot_error_rate")
+                words = sum(len(t.split()) for t in texts) / max(len(texts), 1)
                 print(f"| {beam} | {length_penalty} | {weight} | {scores[metric]:.2f} | {bp:.3} | "
-                      f"{scores['table_coverage']:.3f} | {100 * scores['hallucination_rate']:.2f} % |", flush=True)
+                      f"{scores['table_coverage']:.3f} | {'' if ser is None else f'{100 * ser:.2f} %'} | "
+                      f"{100 * scores['hallucination_rate']:.2f} % | {words:.1f} |", flush=True)
 
 
 if __name__ == "__main__":
