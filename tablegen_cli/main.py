@@ -320,6 +320,10 @@ def _add_rerank_arguments(parser) -> None:
                         help="rerank the beams by score - W x table words left out (distinct subject/object/"
                              "name words and numbers of the table the text does not mention; default: the "
                              "run's decode.coverage_rerank_weight, 0 = off)")
+    parser.add_argument("--slot-end-penalty", type=float, default=None,
+                        help="during the beam search, ending a hypothesis costs P log-prob per value of its "
+                             "E2E-style table it has not said yet, so beams that go on to say it are kept for "
+                             "the reranker (default: the run's decode.slot_end_penalty, 0 = off)")
 
 
 def _add_evaluate(subparsers) -> None:
@@ -406,7 +410,7 @@ def _local_generation(args, needs_text: bool):
 def _decode_overrides(args) -> dict:
     """decode config fields the command line sets."""
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
-    for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight"):
+    for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight", "slot_end_penalty"):
         if getattr(args, key, None) is not None:
             overrides[key] = getattr(args, key)
     return overrides

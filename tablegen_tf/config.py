@@ -116,6 +116,10 @@ class DecodeConfig:
     # Beam reranking by table coverage (same reranker): minus this weight x the distinct
     # table subject/object/name words and numbers the beam leaves out; any table; 0 = off.
     coverage_rerank_weight: float = 0.0
+    # The end gate (tablegen_tf.reranking.SlotEndGate): during the search, ending a
+    # hypothesis costs this much log-prob per slot of its E2E-style table not yet realised;
+    # 0 = off. Reranking only chooses among kept beams; the gate keeps ones that go on.
+    slot_end_penalty: float = 0.0
 
 
 @dataclasses.dataclass

@@ -14,9 +14,9 @@ from tablegen_tf.config import DecodeConfig
 from tablegen_tf.constants import BOS_ID, EOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.data.featurizer import output_positions, token_strings
 from tablegen_tf.decoding import beam_search, constrained_beam_search, greedy_search
-from tablegen_tf.decoding.common import switch_case
+from tablegen_tf.decoding.common import switch_case, tile_batch
 from tablegen_tf.metrics.slot_graph import KNOWN_ATTRIBUTES, slot_error_kinds, slot_errors
-from tablegen_tf.reranking import beam_reranker
+from tablegen_tf.reranking import beam_reranker, slot_end_gate
 
 
 # Batches of at most this many entries run each beam-search step as one XLA computation
@@ -26,8 +26,9 @@ from tablegen_tf.reranking import beam_reranker
 JIT_MAX_BATCH = 1
 
 
-def _jit_max_batch(model) -> int:
-    return JIT_MAX_BATCH if model.xla_decoding_steps else 0
+def _jit_max_batch(model, end_gate=None) -> int:
+    # The end gate's aligner is string ops, which XLA cannot compile.
+    return JIT_MAX_BATCH if model.xla_decoding_steps and end_gate is None else 0
 
 
 def _forbid(step_fn, token_id: int):
@@ -47,40 +48,52 @@ def _beam_width(config: DecodeConfig):
     return config.beam_size if tf.is_tensor(config.beam_size) else int(config.beam_size)
 
 
-def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool):
+def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool, end_gate=None):
     """-> (memory, initial state [B, ...], start ids [B], step_fn, step_memory) for a search
     over the family's contract; ``tiled``: the step function reads memory tiled to beam_size
-    rows; ``step_memory``: beam_search's (None when the family has no ``decoding_memory``)."""
+    rows; ``step_memory``: beam_search's (None when the family has no ``decoding_memory``);
+    ``end_gate``: a tablegen_tf.reranking.SlotEndGate wrapped around the step function (its
+    prefix joins the state, its table rows the step memory)."""
     memory = model.encode(features, training=False)
     state = model.initial_decoding_state(memory)
     batch_size = tf.shape(tf.nest.flatten(state)[0])[0]
     start = tf.fill([batch_size], tf.constant(BOS_ID, tf.int32))
+    if end_gate is not None:
+        state = end_gate.initial_state(state, batch_size, config.max_length)
 
     def make_step_fn(rows):
-        step_fn = model.decoding_step_fn(rows)
-        return _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
+        model_rows, gate_rows = rows if end_gate is not None else (rows, None)
+        step_fn = model.decoding_step_fn(model_rows)
+        step_fn = _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
+        return end_gate.wrap(step_fn, gate_rows) if end_gate is not None else step_fn
+
+    def with_gate_rows(model_rows, tile):
+        if end_gate is None:
+            return model_rows
+        return model_rows, (tile_batch(end_gate.rows, _beam_width(config)) if tile else end_gate.rows)
 
     step_memory = model.decoding_memory(memory) if tiled else None
     if step_memory is None:
-        step_fn = make_step_fn(model.tile(memory, _beam_width(config)) if tiled else memory)
+        step_fn = make_step_fn(with_gate_rows(model.tile(memory, _beam_width(config)) if tiled else memory, tiled))
         return memory, state, start, step_fn, None
-    step_memory = model.tile(step_memory, _beam_width(config))
+    step_memory = with_gate_rows(model.tile(step_memory, _beam_width(config)), True)
     return memory, state, start, make_step_fn(step_memory), (step_memory, make_step_fn)
 
 
 def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
-               strict: bool = True, choose=None):
+               strict: bool = True, choose=None, end_gate=None):
     """-> (ids [B, L] over the extended vocabulary, lengths [B], scores [B], memory).
 
     ``must_include``: constraint ids [B, C] (-1 pad) or (ids, continues [B, C]) for
     phrases (tablegen_tf.decoding.constrained); ``strict``: an output that misses a
     constraint is an InvalidArgumentError, never a silent miss; ``choose``: picks one of
-    the K beams (tablegen_tf.reranking) instead of the best-scored one."""
+    the K beams (tablegen_tf.reranking) instead of the best-scored one; ``end_gate``: a
+    tablegen_tf.reranking.SlotEndGate (see ``search_inputs``)."""
     beam = _beam_width(config)
     dynamic = tf.is_tensor(beam)  # a width known at run time only: greedy when it is 1
     choose = choose if dynamic or beam > 1 else None
     memory, state, start, step_fn, step_memory = search_inputs(
-        model, features, config, tiled=dynamic or beam > 1 or must_include is not None)
+        model, features, config, tiled=dynamic or beam > 1 or must_include is not None, end_gate=end_gate)
 
     def greedy():
         return greedy_search(step_fn, start, state, config.max_length, EOS_ID)
@@ -89,7 +102,7 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
         ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                            length_penalty=config.length_penalty,
                                            return_all_beams=choose is not None, step_memory=step_memory,
-                                           jit_max_batch=_jit_max_batch(model))
+                                           jit_max_batch=_jit_max_batch(model, end_gate))
         if choose is not None:
             ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
         return ids, lengths, scores
@@ -134,7 +147,8 @@ def decode_text(model, featurizer, features, config: DecodeConfig, must_include=
     ``coverage_rerank_weight`` the beams are reranked by slot errors / table coverage (the
     SavedModel runs this too)."""
     choose = beam_reranker(featurizer, features, config)
-    ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose)
+    ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose,
+                                              slot_end_gate(featurizer, features, config))
     return featurizer.output_text(features, ids, lengths), scores, memory
 
 
@@ -192,13 +206,15 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
     """``decode_ids`` without constraints, keeping all K beams: -> (ids [B, K, T], lengths and
     scores [B, K], chosen [B] int32 (the beam ``decode_text`` returns), memory)."""
     beam = int(config.beam_size)
-    memory, state, start, step_fn, step_memory = search_inputs(model, features, config, tiled=beam > 1)
+    end_gate = slot_end_gate(featurizer, features, config)
+    memory, state, start, step_fn, step_memory = search_inputs(model, features, config, tiled=beam > 1,
+                                                               end_gate=end_gate)
     if beam <= 1:
         ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
         return ids[:, None], lengths[:, None], scores[:, None], tf.zeros_like(lengths), memory
     ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                        length_penalty=config.length_penalty, return_all_beams=True,
-                                       step_memory=step_memory, jit_max_batch=_jit_max_batch(model))
+                                       step_memory=step_memory, jit_max_batch=_jit_max_batch(model, end_gate))
     choose = beam_reranker(featurizer, features, config)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])

@@ -11,6 +11,13 @@ best ``score - slot_weight * slot errors - coverage_weight * missed fact words``
 It runs inside ``generate_text`` and so inside the SavedModel: served text is the evaluated
 text.  Constrained search keeps its order first: a hypothesis that meets every
 ``must_include`` phrase beats one that does not.
+
+Reranking can only choose among the K hypotheses the search kept. When every one of them
+ended before saying a slot (the model's habit for a combination it rarely saw, e.g. a
+coffee shop at £20-25), no weight helps: the *end gate* (``slot_end_penalty``) acts during
+the search instead. Ending a hypothesis costs the penalty per slot its text has not
+realised yet (missed only: a wrong or added value cannot be undone by going on), so
+hypotheses that go on to say the slot stay in the beam.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tablegen_tf.config import DecodeConfig
+from tablegen_tf.constants import EOS_ID
+from tablegen_tf.data.featurizer import ids_to_tokens
 from tablegen_tf.metrics.fact_graph import missed_table_facts
-from tablegen_tf.metrics.slot_graph import slot_errors
+from tablegen_tf.metrics.slot_graph import missed_slots, slot_errors
 
 
 def beam_reranker(featurizer, features, config: DecodeConfig):
@@ -45,3 +54,46 @@ def beam_reranker(featurizer, features, config: DecodeConfig):
         return tf.argmax(key, axis=1, output_type=tf.int32)
 
     return choose
+
+
+class SlotEndGate:
+    """The search's step function with ``log p(</s>) -= penalty x missed slots of the
+    prefix``. The prefix ids ride in the decoding state ([N, max_length + 1], <s> first), so
+    the search reorders them with the model's state; the table rows ride in the step
+    memory, so compacted searches gather them with the model's rows."""
+
+    def __init__(self, featurizer, features, penalty: float):
+        self.featurizer = featurizer
+        self.penalty = penalty
+        fields, values, mask = featurizer.slot_table(features)
+        self.rows = (featurizer.copy_texts(features), fields, values, mask)  # [B, ...]
+
+    def initial_state(self, state, batch_size, max_length):
+        return state, tf.zeros([batch_size, max_length + 1], tf.int32)
+
+    def wrap(self, step_fn, rows):
+        """``step_fn`` over model state -> a step function over (model state, prefix ids);
+        ``rows``: ``self.rows`` for the step function's rows ([N, ...])."""
+        copy_texts, fields, values, mask = rows
+        words = self.featurizer.vocabs.words
+
+        def step(prev_ids, t, state):
+            model_state, prefix = state
+            column = tf.equal(tf.range(tf.shape(prefix)[1]), t)[None, :]
+            prefix = tf.where(column, prev_ids[:, None], prefix)  # prev_ids: the token of step t - 1
+            log_probs, model_state = step_fn(prev_ids, t, model_state)
+            lengths = tf.fill(tf.shape(prev_ids), t + 1)
+            texts = self.featurizer.tokenizer.detokenize(ids_to_tokens(prefix, lengths, words, copy_texts))
+            cost = self.penalty * tf.cast(missed_slots(fields, values, mask, texts), log_probs.dtype)  # [N]
+            row_ids = tf.range(tf.shape(log_probs)[0])
+            at = tf.stack([row_ids, tf.fill(tf.shape(row_ids), EOS_ID)], axis=1)
+            return tf.tensor_scatter_nd_sub(log_probs, at, cost), (model_state, prefix)
+
+        return step
+
+
+def slot_end_gate(featurizer, features, config: DecodeConfig):
+    """A SlotEndGate, or None when ``config.slot_end_penalty`` is 0 or the inputs are not tables."""
+    if config.slot_end_penalty <= 0 or featurizer.slot_table(features) is None:
+        return None
+    return SlotEndGate(featurizer, features, config.slot_end_penalty)

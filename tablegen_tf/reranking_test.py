@@ -113,3 +113,66 @@ def test_coverage_and_slot_weights_add_up():
     both = beam_reranker(featurizer, features, DecodeConfig(slot_rerank_weight=5.0, coverage_rerank_weight=2.0))
     assert slot_only(beams, lengths, scores).numpy().tolist() == [0]
     assert both(beams, lengths, scores).numpy().tolist() == [2]
+
+
+# A scripted model: the token it expects at each step gets log-prob -0.01, every other -10;
+# after "Zizzi is an Italian" it would rather end (-0.1) than go on with "coffee" (-3).
+SCRIPT = ["Zizzi", "is", "an", "Italian", "coffee", "shop", ".", "</s>"]
+
+
+def _scripted_step(width):
+    def step(prev_ids, t, state):
+        expected = SCRIPT[-1] if t >= len(SCRIPT) else SCRIPT[t]
+        token = len(WORDS) if expected == "Zizzi" else WORDS.index(expected)  # Zizzi: copy of record 0
+        row = tf.where(tf.equal(tf.range(width), token), -0.01, -10.0)
+        row = tf.where(tf.equal(t, 4) & tf.equal(tf.range(width), 3), -0.1, tf.where(
+            tf.equal(t, 4) & tf.equal(tf.range(width), token), -3.0, row))
+        return tf.tile(row[None, :], [tf.shape(prev_ids)[0], 1]), state
+
+    return step
+
+
+@pytest.mark.parametrize("penalty, text", [(0.0, "Zizzi is an Italian"), (5.0, "Zizzi is an Italian coffee shop.")])
+def test_the_end_gate_keeps_the_beam_that_goes_on_to_say_the_missed_slot(penalty, text):
+    """Ending after "Italian" misses eatType: at penalty 5 that end costs -5.1 against
+    "coffee"'s -3, so the search goes on, where reranking alone (both kept beams end
+    early or are junk) could not."""
+    from tablegen_tf.decoding import beam_search
+    from tablegen_tf.decoding.common import tile_batch
+    from tablegen_tf.reranking import slot_end_gate
+
+    featurizer, beams = _featurizer(), 2
+    features = featurizer.serving_features(tf.constant([json.dumps(TABLE)]))
+    width = len(WORDS) + int(tf.shape(featurizer.copy_texts(features))[1])
+    step, state = _scripted_step(width), tf.zeros([1, 1])
+    gate = slot_end_gate(featurizer, features, DecodeConfig(slot_end_penalty=penalty))
+    assert (gate is None) == (penalty == 0)
+    if gate is not None:
+        step, state = gate.wrap(step, tile_batch(gate.rows, beams)), gate.initial_state(state, 1, 12)
+    ids, lengths, _ = beam_search(step, tf.constant([2]), state, beams, 12, end_id=3)
+    assert featurizer.output_text(features, ids, lengths).numpy()[0].decode() == text
+
+
+def test_the_end_gate_gives_the_same_text_when_finished_rows_leave_the_step():
+    """Compacted search (``step_memory``): the step runs on the running rows only, with the
+    gate's table rows gathered like the model's memory; same output as the plain search."""
+    from tablegen_tf.decoding import beam_search
+    from tablegen_tf.decoding.common import tile_batch
+    from tablegen_tf.reranking import slot_end_gate
+
+    featurizer, beams = _featurizer(), 3
+    other = {"table": TABLE["table"][:1] + [{"field": "food", "value": "Italian"}]}  # no eatType to miss
+    features = featurizer.serving_features(tf.constant([json.dumps(TABLE), json.dumps(other)]))
+    width = len(WORDS) + int(tf.shape(featurizer.copy_texts(features))[1])
+    gate = slot_end_gate(featurizer, features, DecodeConfig(slot_end_penalty=5.0))
+    state = gate.initial_state(tf.zeros([2, 1]), 2, 12)
+    rows = tile_batch(gate.rows, beams)
+
+    def make_step_fn(memory_rows):
+        return gate.wrap(_scripted_step(width), memory_rows)
+
+    plain = beam_search(make_step_fn(rows), tf.constant([2, 2]), state, beams, 12, end_id=3)
+    compact = beam_search(make_step_fn(rows), tf.constant([2, 2]), state, beams, 12, end_id=3,
+                          step_memory=(rows, make_step_fn))
+    texts = [featurizer.output_text(features, ids, lengths).numpy().tolist() for ids, lengths, _ in (plain, compact)]
+    assert texts[0] == texts[1] == [b"Zizzi is an Italian coffee shop.", b"Zizzi is an Italian"]

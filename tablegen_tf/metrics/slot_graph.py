@@ -94,6 +94,17 @@ def slot_errors(fields: tf.Tensor, values: tf.Tensor, mask: tf.Tensor, texts: tf
 
 
 
+def missed_slots(fields: tf.Tensor, values: tf.Tensor, mask: tf.Tensor, texts: tf.Tensor) -> tf.Tensor:
+    """The *missed* slots of ``slot_errors`` alone (no value of the attribute said; wrong and
+    added values are not counted), int32 in the shape of ``texts``: what a text that goes on
+    can still realise (tablegen_tf.reranking's end gate)."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    checks, is_e2e = _slot_checks(fields, values, mask, texts)
+    missed = [missed_or_wrong & ~said_other for missed_or_wrong, _, said_other in checks.values()]
+    total = tf.where(is_e2e, tf.add_n([tf.cast(m, tf.int32) for m in missed]), 0)
+    return tf.reshape(total, tf.shape(texts))
+
+
 MISSED, WRONG, ADDED = "missed", "wrong", "added"
 
 

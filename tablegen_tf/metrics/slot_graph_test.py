@@ -104,3 +104,18 @@ def test_error_kinds_per_attribute_equal_the_python_alignment():
         expected.append([marks.get(a, "").encode() for a in slot_graph.KNOWN_ATTRIBUTES])
     assert kinds.tolist() == expected
     assert {b"missed", b"wrong", b"added"} <= set(kinds.reshape(-1))
+
+
+@pytest.mark.parametrize("text, missed", [
+    ("Café Rouge (Old) is an Italian café near The Sorrento.", 2),  # price and family missed
+    ("Cafe Rouge is a cheap Chinese coffee shop that is not kid friendly near The Sorrento.", 1),  # name; 3 wrong
+    ("Café Rouge (Old) is a family-friendly Italian café in the city centre, £20-25, near The Sorrento.", 0),  # added
+    ("", 6),
+])
+def test_missed_slots_leave_out_wrong_and_added_values(text, missed):
+    """The end gate's count: a text that goes on can still say a missed value, not undo a wrong one."""
+    assert len(slot_metrics.align(slot_metrics.table_slots(*TABLE), text).missed) == missed
+    width = len(TABLE[0])
+    graph = slot_graph.missed_slots(tf.constant([TABLE[0]]), tf.constant([TABLE[1]]),
+                                    tf.ones([1, width], tf.bool), tf.constant([text]))
+    assert graph.numpy().tolist() == [missed]
