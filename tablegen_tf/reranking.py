@@ -60,11 +60,17 @@ class SlotEndGate:
     """The search's step function with ``log p(</s>) -= penalty x missed slots of the
     prefix``. The prefix ids ride in the decoding state ([N, max_length + 1], <s> first), so
     the search reorders them with the model's state; the table rows ride in the step
-    memory, so compacted searches gather them with the model's rows."""
+    memory, so compacted searches gather them with the model's rows.
 
-    def __init__(self, featurizer, features, penalty: float):
+    Only rows whose </s> ranks within their ``beam_width`` best tokens are aligned: the
+    search takes each row's candidates from those (beam.py), and lowering a token outside
+    them changes nothing, so the output is the same as aligning every row (the aligner
+    is string ops over the whole prefix; mid-sentence </s> is rarely that likely)."""
+
+    def __init__(self, featurizer, features, penalty: float, beam_width):
         self.featurizer = featurizer
         self.penalty = penalty
+        self.beam_width = beam_width
         fields, values, mask = featurizer.slot_table(features)
         self.rows = (featurizer.copy_texts(features), fields, values, mask)  # [B, ...]
 
@@ -74,26 +80,34 @@ class SlotEndGate:
     def wrap(self, step_fn, rows):
         """``step_fn`` over model state -> a step function over (model state, prefix ids);
         ``rows``: ``self.rows`` for the step function's rows ([N, ...])."""
-        copy_texts, fields, values, mask = rows
-        words = self.featurizer.vocabs.words
 
         def step(prev_ids, t, state):
             model_state, prefix = state
             column = tf.equal(tf.range(tf.shape(prefix)[1]), t)[None, :]
             prefix = tf.where(column, prev_ids[:, None], prefix)  # prev_ids: the token of step t - 1
             log_probs, model_state = step_fn(prev_ids, t, model_state)
-            lengths = tf.fill(tf.shape(prev_ids), t + 1)
-            texts = self.featurizer.tokenizer.detokenize(ids_to_tokens(prefix, lengths, words, copy_texts))
-            cost = self.penalty * tf.cast(missed_slots(fields, values, mask, texts), log_probs.dtype)  # [N]
-            row_ids = tf.range(tf.shape(log_probs)[0])
-            at = tf.stack([row_ids, tf.fill(tf.shape(row_ids), EOS_ID)], axis=1)
+            end = log_probs[:, EOS_ID]
+            better = tf.reduce_sum(tf.cast(log_probs > end[:, None], tf.int32), axis=1)
+            gated = tf.cast(tf.where(better < self.beam_width)[:, 0], tf.int32)  # [G] rows that may end
+            missed = self._missed(tf.gather(prefix, gated), t + 1, tf.nest.map_structure(
+                lambda x: tf.gather(x, gated), rows))
+            at = tf.stack([gated, tf.fill(tf.shape(gated), EOS_ID)], axis=1)
+            cost = self.penalty * tf.cast(missed, log_probs.dtype)
             return tf.tensor_scatter_nd_sub(log_probs, at, cost), (model_state, prefix)
 
         return step
+
+    def _missed(self, prefix, length, rows):
+        """Missed slots [G] of the prefixes [G, T] (their first ``length`` ids)."""
+        copy_texts, fields, values, mask = rows
+        lengths = tf.fill(tf.shape(prefix)[:1], length)
+        tokens = ids_to_tokens(prefix, lengths, self.featurizer.vocabs.words, copy_texts)
+        return missed_slots(fields, values, mask, self.featurizer.tokenizer.detokenize(tokens))
 
 
 def slot_end_gate(featurizer, features, config: DecodeConfig):
     """A SlotEndGate, or None when ``config.slot_end_penalty`` is 0 or the inputs are not tables."""
     if config.slot_end_penalty <= 0 or featurizer.slot_table(features) is None:
         return None
-    return SlotEndGate(featurizer, features, config.slot_end_penalty)
+    width = config.beam_size if tf.is_tensor(config.beam_size) else int(config.beam_size)
+    return SlotEndGate(featurizer, features, config.slot_end_penalty, tf.maximum(width, 1))

@@ -176,3 +176,23 @@ def test_the_end_gate_gives_the_same_text_when_finished_rows_leave_the_step():
                           step_memory=(rows, make_step_fn))
     texts = [featurizer.output_text(features, ids, lengths).numpy().tolist() for ids, lengths, _ in (plain, compact)]
     assert texts[0] == texts[1] == [b"Zizzi is an Italian coffee shop.", b"Zizzi is an Italian"]
+
+
+@pytest.mark.parametrize("aligned_rows", ["may end", "all"])
+def test_aligning_only_rows_that_may_end_gives_the_same_search(aligned_rows):
+    """The gate aligns the rows whose </s> is within their beam-width best tokens; aligning
+    every row (a width above the vocabulary) must give the same hypotheses and scores."""
+    from tablegen_tf.decoding import beam_search
+    from tablegen_tf.decoding.common import tile_batch
+    from tablegen_tf.reranking import SlotEndGate
+
+    featurizer, beams = _featurizer(), 2
+    features = featurizer.serving_features(tf.constant([json.dumps(TABLE)]))
+    width = len(WORDS) + int(tf.shape(featurizer.copy_texts(features))[1])
+    gate = SlotEndGate(featurizer, features, 5.0, beams if aligned_rows == "may end" else 10 * width)
+    step = gate.wrap(_scripted_step(width), tile_batch(gate.rows, beams))
+    ids, lengths, scores = beam_search(step, tf.constant([2]), gate.initial_state(tf.zeros([1, 1]), 1, 12), beams, 12,
+                                       end_id=3, return_all_beams=True)
+    assert featurizer.candidate_texts(features, ids, lengths).numpy()[0].tolist() == [
+        b"Zizzi is an Italian coffee shop.", b"Zizzi is an Italian"]
+    assert scores.numpy()[0].tolist() == pytest.approx([-3.07, -5.14], abs=1e-4)
