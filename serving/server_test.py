@@ -228,3 +228,22 @@ def test_hot_swap_under_load_has_no_failures(running, base_path, exports):
     assert {version for version, _ in seen} == {1, 2}
     assert all(text.endswith(f"v{version}") for version, text in seen)
     assert all(version == 2 for version, _ in seen[-20:])
+
+
+def test_graph_optimization_is_off_by_default_and_switches_grappler_process_wide():
+    import argparse
+
+    from serving.server import add_arguments, configure_graph_optimization
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args([]).graph_optimization is False
+    assert parser.parse_args(["--graph-optimization"]).graph_optimization is True
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    try:
+        configure_graph_optimization(False)
+        assert tf.config.optimizer.get_experimental_options()["disable_meta_optimizer"] is True
+        configure_graph_optimization(True)
+        assert tf.config.optimizer.get_experimental_options()["disable_meta_optimizer"] is False
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
