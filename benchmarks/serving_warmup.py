@@ -6,7 +6,8 @@ assets.extra/tf_serving_warmup_requests): their sum is what a push waits for bef
 first answer; then the load of the whole SavedModel and the other warm-up requests (in the
 background in the server); then every request a second time (the steady cost: what is
 left above it on the first pass is graph optimisation and XLA compilation). `--whole`
-loads the whole SavedModel first (`tablegen serve --no-background-warmup`, TF Serving).
+loads the whole SavedModel first (`tablegen serve --no-background-warmup`, TF Serving);
+Grappler is off unless `--graph-optimization`, as in the server.
 Prints one line per step with the 1-minute load average.
 
     .venv/bin/python benchmarks/serving_warmup.py /tmp/serving/tablegen/1 [--whole]
@@ -25,9 +26,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("version_dir", help="BASE/NAME/VERSION of a SavedModel with a warm-up file")
     parser.add_argument("--whole", action="store_true", help="load the whole SavedModel first")
+    parser.add_argument("--graph-optimization", action=argparse.BooleanOptionalAction, default=False,
+                        help="Grappler on, as `tablegen serve --graph-optimization` (default: off, as the server)")
     args = parser.parse_args()
 
     from serving.model_manager import FIRST_WARMUP_SIGNATURES, LoadedVersion, split_warmup, warmup_file_requests
+    from serving.server import configure_graph_optimization
+
+    configure_graph_optimization(args.graph_optimization)
 
     started = time.perf_counter()
     loaded = LoadedVersion("model", 1, args.version_dir, None if args.whole else FIRST_WARMUP_SIGNATURES)
