@@ -26,7 +26,6 @@ import tensorflow as tf
 
 from tablegen_tf.config import DecodeConfig
 from tablegen_tf.constants import EOS_ID
-from tablegen_tf.data.featurizer import ids_to_tokens
 from tablegen_tf.metrics.fact_graph import missed_table_facts
 from tablegen_tf.metrics.slot_graph import missed_slots, slot_errors
 
@@ -100,9 +99,8 @@ class SlotEndGate:
     def _missed(self, prefix, length, rows):
         """Missed slots [G] of the prefixes [G, T] (their first ``length`` ids)."""
         copy_texts, fields, values, mask = rows
-        lengths = tf.fill(tf.shape(prefix)[:1], length)
-        tokens = ids_to_tokens(prefix, lengths, self.featurizer.vocabs.words, copy_texts)
-        return missed_slots(fields, values, mask, self.featurizer.tokenizer.detokenize(tokens))
+        texts = self.featurizer.rows_text(prefix, tf.fill(tf.shape(prefix)[:1], length), copy_texts)
+        return missed_slots(fields, values, mask, texts)
 
 
 def slot_end_gate(featurizer, features, config: DecodeConfig):

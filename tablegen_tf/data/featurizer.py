@@ -74,15 +74,19 @@ class Featurizer:
 
     def output_text(self, features, ids, lengths) -> tf.Tensor:
         """Extended ids -> detokenized text [B]."""
-        return self.tokenizer.detokenize(ids_to_tokens(ids, lengths, self.vocabs.words, self.copy_texts(features)))
+        return self.rows_text(ids, lengths, self.copy_texts(features))
+
+    def rows_text(self, ids, lengths, copy_texts) -> tf.Tensor:
+        """Extended ids [N, T], lengths [N] -> detokenized text [N], copy ids resolved
+        against each row's own ``copy_texts`` [N, S] (rows of beams, or of a search step)."""
+        return self.tokenizer.detokenize(ids_to_tokens(ids, lengths, self.vocabs.words, copy_texts))
 
     def candidate_texts(self, features, ids, lengths) -> tf.Tensor:
         """All beams: extended ids [B, K, T], lengths [B, K] -> detokenized text [B, K]."""
         k = tf.shape(ids)[1]
         copy_texts = tf.repeat(self.copy_texts(features), k, axis=0)
         flat_ids = tf.reshape(ids, [-1, tf.shape(ids)[2]])
-        tokens = ids_to_tokens(flat_ids, tf.reshape(lengths, [-1]), self.vocabs.words, copy_texts)
-        return tf.reshape(self.tokenizer.detokenize(tokens), tf.shape(lengths))
+        return tf.reshape(self.rows_text(flat_ids, tf.reshape(lengths, [-1]), copy_texts), tf.shape(lengths))
 
     def slot_table(self, features):
         """(fields, values, mask) [B, R] record strings for slot reranking, or None when the
