@@ -30,34 +30,39 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ log lines off, as
 
 
 def kept_beams(trained, examples, beam: int, length_penalty: float, rerank: str = "coverage",
-               batch_size: int = 64):
-    """-> per table, [(text, score, count)] of its live beams (best first); count: missed
-    fact words (rerank "coverage") or slot errors ("slot")."""
+               batch_size: int = 64, end_penalty: float = 0.0, listener: bool = False):
+    """-> per table, [(text, score, count, log L0)] of its live beams (best first); count:
+    missed fact words (rerank "coverage") or slot errors ("slot"); log L0: the pragmatic
+    listener's (``tablegen_tf.pragmatics``) when ``listener``, else 0."""
     import tensorflow as tf
 
     from tablegen_tf.constants import NEG_INF
     from tablegen_tf.generation import decode_beams
     from tablegen_tf.metrics.fact_graph import missed_table_facts
     from tablegen_tf.metrics.slot_graph import slot_errors
+    from tablegen_tf.pragmatics import listener_log_probs
 
     featurizer = trained.featurizer
     decode = dataclasses.replace(trained.config.decode, beam_size=beam, length_penalty=length_penalty,
-                                 slot_rerank_weight=0.0, coverage_rerank_weight=0.0)
+                                 slot_rerank_weight=0.0, coverage_rerank_weight=0.0,
+                                 slot_end_penalty=end_penalty, pragmatic_alpha=0.0)
 
     @tf.function(reduce_retracing=True)
     def run(batch):
         ids, lengths, scores, _, _ = decode_beams(trained.model, featurizer, batch, decode)
         texts = featurizer.candidate_texts(batch, ids, lengths)
         fields, values, mask = featurizer.slot_table(batch)
+        heard = (listener_log_probs(trained.model, *featurizer.omission_variants(batch), ids, lengths)
+                 if listener else tf.zeros_like(scores))
         if rerank == "slot":
-            return texts, scores, slot_errors(fields, values, mask, texts)
-        return texts, scores, missed_table_facts(fields, values, mask, texts, featurizer.tokenizer)
+            return texts, scores, slot_errors(fields, values, mask, texts), heard
+        return texts, scores, missed_table_facts(fields, values, mask, texts, featurizer.tokenizer), heard
 
     tables = []
     for batch in featurizer.ordered_batches([e.serialize() for e in examples], batch_size):
-        for texts, scores, missed in zip(*(x.numpy() for x in run(batch))):
-            tables.append([(t.decode("utf-8"), float(s), int(m)) for t, s, m in zip(texts, scores, missed)
-                           if s > NEG_INF / 2])
+        for texts, scores, missed, heard in zip(*(x.numpy() for x in run(batch))):
+            tables.append([(t.decode("utf-8"), float(s), int(m), float(h))
+                           for t, s, m, h in zip(texts, scores, missed, heard) if s > NEG_INF / 2])
     return tables
 
 
@@ -75,6 +80,12 @@ def main() -> None:
     parser.add_argument("--beams", type=int, nargs="+", default=[5, 10, 15])
     parser.add_argument("--length-penalties", type=float, nargs="+", default=[1.0])
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.5, 1.0, 2.0])
+    parser.add_argument("--slot-end-penalty", type=float, default=0.0,
+                        help="the end gate's penalty during the searches (default: %(default)s)")
+    parser.add_argument("--pragmatic-alphas", type=float, nargs="+", default=[0.0],
+                        help="alpha of Shen et al.'s distractor listener: each beam scores (1 - alpha) x "
+                        "its search score + alpha x log L0(table | text), minus W x count, as `tablegen "
+                        "evaluate --pragmatic-alpha` (tablegen_tf/pragmatics.py; default: %(default)s, off)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tables (0 = all)")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
@@ -90,22 +101,25 @@ def main() -> None:
     webnlg = args.format.startswith("webnlg")
     metric = "bleu_webnlg" if webnlg else "bleu"
     refs = [[" ".join(webnlg_challenge_tokens(t)) for t in e.all_references()] for e in examples]  # challenge BP
-    print(f"| beam | length penalty | W | {metric} | brevity penalty | coverage | slot errors | hallucination | words |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| beam | length penalty | alpha | W | {metric} | brevity penalty | coverage | slot errors | "
+          "hallucination | words |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for beam in args.beams:
         for length_penalty in args.length_penalties:
-            tables = kept_beams(trained, examples, beam, length_penalty, args.rerank)
-            for weight in args.weights:
-                texts = [max(beams, key=lambda b: b[1] - weight * b[2])[0] for beams in tables]
-                scores = inference.evaluate(examples, texts, format_name=args.format)
-                bp = BLEU(tokenize="none", smooth_method="none").corpus_score(
-                    [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
-                ser = scores.get("slot_error_rate")
-                words = sum(len(t.split()) for t in texts) / max(len(texts), 1)
-                print(f"| {beam} | {length_penalty} | {weight} | {scores[metric]:.2f} | {bp:.3} | "
-                      f"{scores['table_coverage']:.3f} | {'' if ser is None else f'{100 * ser:.2f} %'} | "
-                      f"{100 * scores['hallucination_rate']:.2f} % | {words:.1f} |", flush=True)
-
+            tables = kept_beams(trained, examples, beam, length_penalty, args.rerank,
+                                end_penalty=args.slot_end_penalty, listener=any(args.pragmatic_alphas))
+            for alpha in args.pragmatic_alphas:
+                for weight in args.weights:
+                    texts = [max(beams, key=lambda b: (1 - alpha) * b[1] + alpha * b[3] - weight * b[2])[0]
+                             for beams in tables]
+                    scores = inference.evaluate(examples, texts, format_name=args.format)
+                    bp = BLEU(tokenize="none", smooth_method="none").corpus_score(
+                        [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
+                    ser = scores.get("slot_error_rate")
+                    words = sum(len(t.split()) for t in texts) / max(len(texts), 1)
+                    print(f"| {beam} | {length_penalty} | {alpha} | {weight} | {scores[metric]:.2f} | {bp:.3} | "
+                          f"{scores['table_coverage']:.3f} | {'' if ser is None else f'{100 * ser:.2f} %'} | "
+                          f"{100 * scores['hallucination_rate']:.2f} % | {words:.1f} |", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -324,6 +324,11 @@ def _add_rerank_arguments(parser) -> None:
                         help="during the beam search, ending a hypothesis costs P log-prob per value of its "
                              "E2E-style table it has not said yet, so beams that go on to say it are kept for "
                              "the reranker (default: the run's decode.slot_end_penalty, 0 = off)")
+    parser.add_argument("--pragmatic-alpha", type=float, default=None,
+                        help="mix each kept beam's score with a listener's, (1 - A) x score + A x log L0(table "
+                             "| beam), L0 against the table with one attribute left out at a time (Shen et "
+                             "al. 2019; costs one scoring pass per beam and attribute; default: the run's "
+                             "decode.pragmatic_alpha, 0 = off)")
 
 
 def _add_evaluate(subparsers) -> None:
@@ -410,7 +415,8 @@ def _local_generation(args, needs_text: bool):
 def _decode_overrides(args) -> dict:
     """decode config fields the command line sets."""
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
-    for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight", "slot_end_penalty"):
+    for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight", "slot_end_penalty",
+                "pragmatic_alpha"):
         if getattr(args, key, None) is not None:
             overrides[key] = getattr(args, key)
     return overrides

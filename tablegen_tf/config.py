@@ -120,6 +120,10 @@ class DecodeConfig:
     # hypothesis costs this much log-prob per slot of its E2E-style table not yet realised;
     # 0 = off. Reranking only chooses among kept beams; the gate keeps ones that go on.
     slot_end_penalty: float = 0.0
+    # Pragmatic rescoring of the kept beams (tablegen_tf.pragmatics, Shen et al. 2019):
+    # (1 - alpha) x score + alpha x log L0(table | beam) against the table's omission
+    # distractors, before the reranking weights; 0 = off. Tables only.
+    pragmatic_alpha: float = 0.0
 
 
 @dataclasses.dataclass

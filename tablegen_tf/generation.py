@@ -146,7 +146,7 @@ def decode_text(model, featurizer, features, config: DecodeConfig, must_include=
     """-> (detokenized text [B], scores [B], memory); with ``decode.slot_rerank_weight`` or
     ``coverage_rerank_weight`` the beams are reranked by slot errors / table coverage (the
     SavedModel runs this too)."""
-    choose = beam_reranker(featurizer, features, config)
+    choose = beam_reranker(featurizer, features, config, model)
     ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose,
                                               slot_end_gate(featurizer, features, config))
     return featurizer.output_text(features, ids, lengths), scores, memory
@@ -215,7 +215,7 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
     ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                        length_penalty=config.length_penalty, return_all_beams=True,
                                        step_memory=step_memory, jit_max_batch=_jit_max_batch(model, end_gate))
-    choose = beam_reranker(featurizer, features, config)
+    choose = beam_reranker(featurizer, features, config, model)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])
     return ids, lengths, scores, chosen, memory

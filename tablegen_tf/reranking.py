@@ -8,8 +8,10 @@ best ``score - slot_weight * slot errors - coverage_weight * missed fact words``
 * missed fact words: the table's distinct subject/object/name words and numbers the text
   does not mention (tablegen_tf.metrics.fact_graph, ``table_coverage``'s words), for any
   table: WebNLG outputs that drop triples lose to ones that realise them.
-It runs inside ``generate_text`` and so inside the SavedModel: served text is the evaluated
-text.  Constrained search keeps its order first: a hypothesis that meets every
+With ``pragmatic_alpha`` the model score is first mixed with a listener's: how well the
+beam singles out its table among the table's omission distractors (tablegen_tf.pragmatics,
+Shen et al. 2019). It runs inside ``generate_text`` and so inside the SavedModel: served
+text is the evaluated text.  Constrained search keeps its order first: a hypothesis that meets every
 ``must_include`` phrase beats one that does not.
 
 Reranking can only choose among the K hypotheses the search kept. When every one of them
@@ -25,24 +27,32 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tablegen_tf.config import DecodeConfig
-from tablegen_tf.constants import EOS_ID
+from tablegen_tf.constants import EOS_ID, NEG_INF
 from tablegen_tf.metrics.fact_graph import missed_table_facts
 from tablegen_tf.metrics.slot_graph import missed_slots, slot_errors
+from tablegen_tf.pragmatics import listener_log_probs
 
 
-def beam_reranker(featurizer, features, config: DecodeConfig):
+def beam_reranker(featurizer, features, config: DecodeConfig, model=None):
     """-> ``choose(ids [B, K, T], lengths [B, K], scores [B, K], satisfied [B, K] or None)
-    -> index [B]``, or None when the featurizer's inputs are not tables or both of
-    ``config``'s reranking weights (``slot_rerank_weight``, ``coverage_rerank_weight``) are 0."""
+    -> index [B]``, or None when the featurizer's inputs are not tables or ``config`` turns
+    every term off (``slot_rerank_weight``, ``coverage_rerank_weight``, and
+    ``pragmatic_alpha``, which needs ``model``: tablegen_tf.pragmatics)."""
     table = featurizer.slot_table(features)
     slot_weight, coverage_weight = config.slot_rerank_weight, config.coverage_rerank_weight
-    if table is None or (slot_weight <= 0 and coverage_weight <= 0):
+    alpha = config.pragmatic_alpha if model is not None else 0.0
+    if table is None or (slot_weight <= 0 and coverage_weight <= 0 and alpha <= 0):
         return None
     fields, values, mask = table
+    variants = featurizer.omission_variants(features) if alpha > 0 else None
 
     def choose(ids, lengths, scores, satisfied=None):
         texts = featurizer.candidate_texts(features, ids, lengths)  # [B, K]
         key = scores  # dead beams stay -inf
+        if variants is not None:
+            listener = listener_log_probs(model, *variants, ids, lengths)
+            alive = scores > NEG_INF
+            key = tf.where(alive, (1.0 - alpha) * scores + alpha * tf.where(alive, listener, 0.0), scores)
         if slot_weight > 0:
             key -= slot_weight * tf.cast(slot_errors(fields, values, mask, texts), scores.dtype)
         if coverage_weight > 0:

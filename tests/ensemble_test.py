@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -72,3 +73,45 @@ def test_runs_with_different_vocabularies_are_refused(runs, tmp_path):
         handle.write("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match="vocabularies differ"):
         load_ensemble([runs[0], other])
+
+
+
+def test_the_listener_scores_each_beam_as_the_search_did_and_masking_is_removal(runs, tables):
+    """tablegen_tf.pragmatics: teacher-forcing the kept beams through the ensemble's step
+    function under their own tables gives the search's scores; a table with an attribute
+    masked gives the model what the table without that attribute gives it."""
+    import dataclasses
+
+    from tablegen_tf.constants import BOS_ID
+    from tablegen_tf.ensemble import load_ensemble
+    from tablegen_tf.generation import decode_beams
+    from tablegen_tf.inference import read_inputs
+    from tablegen_tf.pragmatics import teacher_forced_log_probs
+
+    ensemble = load_ensemble(runs)
+    config = dataclasses.replace(ensemble.config.decode, beam_size=3, length_penalty=0.0, slot_end_penalty=0.0)
+    features = ensemble.featurizer.serving_features(tables)
+    ids, lengths, scores, _, _ = decode_beams(ensemble.model, ensemble.featurizer, features, config)
+    forced = teacher_forced_log_probs(ensemble.model, features, tf.reshape(ids, [-1, tf.shape(ids)[2]]),
+                                      tf.reshape(lengths, [-1]), 3)
+    alive = np.isfinite(scores.numpy().reshape(-1))
+    assert alive.sum() > len(alive) // 2
+    np.testing.assert_allclose(forced.numpy()[alive], scores.numpy().reshape(-1)[alive], rtol=1e-4, atol=1e-4)
+
+    raw, _ = read_inputs("e2e", DEVSET, "valid")
+    variants, valid = ensemble.featurizer.omission_variants(features)
+    batch = len(raw)
+    assert valid.numpy()[1:, 0].sum() == len(raw[0].items) - 1  # every attribute but the name
+    k = next(k for k, item in enumerate(raw[0].items) if item.field != "name")  # its first attribute
+    without = dataclasses.replace(raw[0], items=raw[0].items[:k] + raw[0].items[k + 1:])
+    removed = ensemble.featurizer.serving_features(tf.constant([without.serving_input()]))
+    masked = {key: value[batch: batch + 1] for key, value in variants.items()}  # table 0 without attribute 0
+
+    def first_step(features):
+        memory = ensemble.model.encode(features)
+        state = ensemble.model.initial_decoding_state(memory)
+        log_probs, _ = ensemble.model.decoding_step_fn(memory)(tf.constant([BOS_ID]), 0, state)
+        return log_probs.numpy()[:, : ensemble.featurizer.vocabs.words.shape[0]]
+
+    np.testing.assert_allclose(first_step(masked), first_step(removed), rtol=1e-4, atol=1e-5)
+    assert not np.allclose(first_step(masked), first_step({k: v[:1] for k, v in features.items()}), atol=1e-5)

@@ -29,10 +29,11 @@ def trained(data_dir, tmp_path_factory):  # noqa: F811
 
     out = str(tmp_path_factory.mktemp("run") / "e2e")
     config = tiny_config(data_dir, max_steps=8)
-    # slot and coverage reranking and the end gate on: the fresh-process and served texts below
-    # must follow them too
+    # slot and coverage reranking, the end gate and the pragmatic listener on: the
+    # fresh-process and served texts below must follow them too
     config = config.replace(decode=dataclasses.replace(config.decode, beam_size=4, slot_rerank_weight=5.0,
-                                                       coverage_rerank_weight=1.0, slot_end_penalty=2.0))
+                                                       coverage_rerank_weight=1.0, slot_end_penalty=2.0,
+                                                       pragmatic_alpha=0.5))
     Trainer(config, out).train(progress=False)
     return out
 

@@ -93,6 +93,12 @@ class Featurizer:
         inputs are not tables."""
         return None
 
+    def omission_variants(self, features):
+        """(features of the tables and of their omission distractors, table-major
+        [(1 + D) * B, ...]; valid [1 + D, B]) for the pragmatic listener
+        (tablegen_tf.pragmatics), or None when the inputs are not tables."""
+        return None
+
     def constraint_ids(self, features, words: tf.Tensor) -> tf.Tensor:
         """Constraint words [B, C] -> vocabulary ids, else the copy id of the first source
         item holding the word; -1 for padding ("") and words that can be neither."""

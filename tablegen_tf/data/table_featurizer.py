@@ -9,6 +9,7 @@ import tensorflow as tf
 from tablegen_tf import schema
 from tablegen_tf.data import input_pipeline as ip
 from tablegen_tf.data.featurizer import Featurizer
+from tablegen_tf.pragmatics import KEPT_FIELD, omission_masks
 from tablegen_tf.serving_io import batched_records_features, serving_records
 
 
@@ -29,3 +30,12 @@ class TableFeaturizer(Featurizer):
     def slot_table(self, features):
         fields = tf.gather(tf.constant(self.vocabs.tokens["fields"], tf.string), features["record_field"])
         return fields, features["record_value_text"], features["record_mask"]
+
+    def omission_variants(self, features):
+        kept = self.vocabs.lookup("fields", tf.constant(KEPT_FIELD))
+        masks, valid = omission_masks(features["record_field"], features["record_mask"], kept)
+        tables = tf.shape(masks)[0]
+        variants = {key: tf.tile(value, tf.concat([[tables], tf.ones([value.shape.rank - 1], tf.int32)], 0))
+                    if value.shape.rank else value for key, value in features.items()}
+        variants["record_mask"] = tf.reshape(masks, [-1, tf.shape(masks)[2]])
+        return variants, valid
