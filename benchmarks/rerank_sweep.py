@@ -22,6 +22,7 @@ WebNLG formats, else ``bleu``; coverage, slot error rate, hallucination, mean wo
 
 import argparse
 import dataclasses
+import itertools
 import os
 import sys
 
@@ -66,6 +67,28 @@ def kept_beams(trained, examples, beam: int, length_penalty: float, rerank: str 
     return tables
 
 
+def expected_bleu(tables) -> list:
+    """Per table, each kept beam's expected sentence BLEU / 100 (lowercased, 13a) against the
+    other kept beams, weighted by their model probabilities (softmax of the search scores)."""
+    import math
+
+    from sacrebleu.metrics import BLEU
+
+    bleu = BLEU(lowercase=True, effective_order=True)
+    gains = []
+    for beams in tables:
+        top = max(b[1] for b in beams)
+        weights = [math.exp(b[1] - top) for b in beams]
+        row = []
+        for i, (text, _, _, _) in enumerate(beams):
+            others = [(w, b[0]) for j, (w, b) in enumerate(zip(weights, beams)) if j != i]
+            total = sum(w for w, _ in others)
+            row.append(sum(w * bleu.sentence_score(text, [other]).score for w, other in others) / total / 100
+                       if total > 0 else 0.0)
+        gains.append(row)
+    return gains
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
@@ -86,6 +109,10 @@ def main() -> None:
                         help="alpha of Shen et al.'s distractor listener: each beam scores (1 - alpha) x "
                         "its search score + alpha x log L0(table | text), minus W x count, as `tablegen "
                         "evaluate --pragmatic-alpha` (tablegen_tf/pragmatics.py; default: %(default)s, off)")
+    parser.add_argument("--mbr-weights", type=float, nargs="+", default=[0.0],
+                        help="minimum Bayes risk: each beam also gains B x its expected sentence BLEU "
+                        "(/100) against the table's other kept beams, weighted by their model "
+                        "probabilities (a trial outside the graph; default: %(default)s, off)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tables (0 = all)")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
@@ -101,25 +128,27 @@ def main() -> None:
     webnlg = args.format.startswith("webnlg")
     metric = "bleu_webnlg" if webnlg else "bleu"
     refs = [[" ".join(webnlg_challenge_tokens(t)) for t in e.all_references()] for e in examples]  # challenge BP
-    print(f"| beam | length penalty | alpha | W | {metric} | brevity penalty | coverage | slot errors | "
+    print(f"| beam | length penalty | alpha | MBR | W | {metric} | brevity penalty | coverage | slot errors | "
           "hallucination | words |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for beam in args.beams:
         for length_penalty in args.length_penalties:
             tables = kept_beams(trained, examples, beam, length_penalty, args.rerank,
                                 end_penalty=args.slot_end_penalty, listener=any(args.pragmatic_alphas))
-            for alpha in args.pragmatic_alphas:
-                for weight in args.weights:
-                    texts = [max(beams, key=lambda b: (1 - alpha) * b[1] + alpha * b[3] - weight * b[2])[0]
-                             for beams in tables]
-                    scores = inference.evaluate(examples, texts, format_name=args.format)
-                    bp = BLEU(tokenize="none", smooth_method="none").corpus_score(
-                        [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
-                    ser = scores.get("slot_error_rate")
-                    words = sum(len(t.split()) for t in texts) / max(len(texts), 1)
-                    print(f"| {beam} | {length_penalty} | {alpha} | {weight} | {scores[metric]:.2f} | {bp:.3} | "
-                          f"{scores['table_coverage']:.3f} | {'' if ser is None else f'{100 * ser:.2f} %'} | "
-                          f"{100 * scores['hallucination_rate']:.2f} % | {words:.1f} |", flush=True)
+            consensus = expected_bleu(tables) if any(args.mbr_weights) else [[0.0] * len(b) for b in tables]
+            for alpha, weight, mbr in itertools.product(args.pragmatic_alphas, args.weights, args.mbr_weights):
+                texts = [beams[max(range(len(beams)), key=lambda k: (1 - alpha) * beams[k][1] + alpha * beams[k][3]
+                                   + mbr * gains[k] - weight * beams[k][2])][0]
+                         for beams, gains in zip(tables, consensus)]
+                scores = inference.evaluate(examples, texts, format_name=args.format)
+                bp = BLEU(tokenize="none", smooth_method="none").corpus_score(
+                    [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
+                ser = scores.get("slot_error_rate")
+                words = sum(len(t.split()) for t in texts) / max(len(texts), 1)
+                print(f"| {beam} | {length_penalty} | {alpha} | {mbr} | {weight} | {scores[metric]:.2f} | {bp:.3} | "
+                      f"{scores['table_coverage']:.3f} | {'' if ser is None else f'{100 * ser:.2f} %'} | "
+                      f"{100 * scores['hallucination_rate']:.2f} % | {words:.1f} |", flush=True)
+
 
 if __name__ == "__main__":
     main()
