@@ -312,6 +312,13 @@ def _add_ensemble_argument(parser) -> None:
                              "train.seed); the decode settings are --model's")
 
 
+def _unit_interval(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
 def _add_rerank_arguments(parser) -> None:
     parser.add_argument("--slot-rerank-weight", type=float, default=None,
                         help="rerank the beams by score - W x slot errors (missed, wrong and added table "
@@ -324,7 +331,7 @@ def _add_rerank_arguments(parser) -> None:
                         help="during the beam search, ending a hypothesis costs P log-prob per value of its "
                              "E2E-style table it has not said yet, so beams that go on to say it are kept for "
                              "the reranker (default: the run's decode.slot_end_penalty, 0 = off)")
-    parser.add_argument("--pragmatic-alpha", type=float, default=None,
+    parser.add_argument("--pragmatic-alpha", type=_unit_interval, default=None,
                         help="mix each kept beam's score with a listener's, (1 - A) x score + A x log L0(table "
                              "| beam), L0 against the table with one attribute left out at a time (Shen et "
                              "al. 2019; costs one scoring pass per beam and attribute; default: the run's "

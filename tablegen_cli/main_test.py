@@ -21,6 +21,14 @@ def test_cli_exit_codes(tmp_path, capsys):
         main(["prepare", "--format", "nope", "--input", str(bad), "--output", str(tmp_path / "o3")])
 
 
+
+def test_a_pragmatic_alpha_outside_0_1_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["evaluate", "--model", "run", "--format", "e2e", "--input", "dev.csv", "--pragmatic-alpha", "1.5"])
+    assert exited.value.code == 2
+    assert "--pragmatic-alpha: must be between 0 and 1, got 1.5" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_prepare_console_is_quiet_and_the_full_log_is_kept(tmp_path):
     import os

@@ -125,6 +125,11 @@ class DecodeConfig:
     # distractors, before the reranking weights; 0 = off. Tables only.
     pragmatic_alpha: float = 0.0
 
+    def __post_init__(self):
+        if not 0.0 <= self.pragmatic_alpha <= 1.0:
+            raise ConfigError(f"decode.pragmatic_alpha must be between 0 (off) and 1 (the listener "
+                              f"alone), got {self.pragmatic_alpha}")
+
 
 @dataclasses.dataclass
 class Config:

@@ -130,3 +130,9 @@ def test_config_sections_are_dataclasses_with_the_only_defaults():
     config = build_config({})
     assert isinstance(config, Config) and config.model.name == "encdec-copy"
     assert all(dataclasses.is_dataclass(getattr(config, f.name)) for f in dataclasses.fields(Config))
+
+
+def test_a_pragmatic_alpha_outside_0_1_is_refused_with_the_key():
+    with pytest.raises(ConfigError, match="decode.pragmatic_alpha must be between 0"):
+        DecodeConfig(pragmatic_alpha=1.5)
+    assert DecodeConfig(pragmatic_alpha=1.0).pragmatic_alpha == 1.0
