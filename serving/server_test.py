@@ -195,10 +195,11 @@ def test_generate_remote_against_server(running):
 
 def test_hot_swap_under_load_has_no_failures(running, base_path, exports):
     """Push version 2 while 8 clients hammer version 1: nothing fails, the reported
-    version always matches the text it produced, and version 2 takes over."""
-    seen, failures, stop = [], [], threading.Event()
+    version always matches the text it produced, version 2 takes over, and no client
+    gets version 1 again once it has had version 2 (the swap is atomic)."""
+    seen, failures, stop = [[] for _ in range(8)], [], threading.Event()
 
-    def load_loop():
+    def load_loop(answers):
         with grpc.insecure_channel(f"127.0.0.1:{running.grpc_port}") as channel:
             stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
             for _ in range(5000):  # bounded even if `stop` is never set
@@ -206,28 +207,31 @@ def test_hot_swap_under_load_has_no_failures(running, base_path, exports):
                     return
                 try:
                     response = stub.Predict(predict_request({"tables": TABLES[:2]}), timeout=10)
-                    seen.append((response.model_spec.version.value, texts(response)[0]))
+                    answers.append((response.model_spec.version.value, texts(response)[0]))
                 except grpc.RpcError as error:
                     failures.append(error)
 
-    threads = [threading.Thread(target=load_loop) for _ in range(8)]
+    threads = [threading.Thread(target=load_loop, args=(answers,)) for answers in seen]
     for thread in threads:
         thread.start()
     try:
         time.sleep(0.3)
         testing.push_version(exports["v2"], f"{base_path}/{MODEL}", 2)
         deadline = time.time() + 20
-        while not (seen and seen[-1][0] == 2) and time.time() < deadline:
+        # every client has had version 2 twice (its request in flight at the swap may be 1's)
+        while not all([v for v, _ in answers].count(2) >= 2 for answers in seen) and time.time() < deadline:
             time.sleep(0.05)
-        time.sleep(0.3)
     finally:
         stop.set()
         for thread in threads:
             thread.join()
     assert not failures, [f.details() for f in failures[:3]]
-    assert {version for version, _ in seen} == {1, 2}
-    assert all(text.endswith(f"v{version}") for version, text in seen)
-    assert all(version == 2 for version, _ in seen[-20:])
+    answered = [answer for answers in seen for answer in answers]
+    assert {version for version, _ in answered} == {1, 2}
+    assert all(text.endswith(f"v{version}") for version, text in answered)
+    for answers in seen:
+        versions = [version for version, _ in answers]
+        assert versions == sorted(versions) and versions[-1] == 2, versions
 
 
 def test_graph_optimization_is_off_by_default_and_switches_grappler_process_wide():
