@@ -94,6 +94,8 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
     parser.add_argument("--ensemble", nargs="+", default=[], metavar="RUN",
                         help="more runs decoded with --model as one ensemble")
+    parser.add_argument("--ensemble-weights", type=float, nargs="+", default=None, metavar="W",
+                        help="the members' weights, as `tablegen evaluate --ensemble-weights` (default: equal)")
     parser.add_argument("--rerank", choices=("coverage", "slot"), default="coverage",
                         help="what W multiplies: missed table words or slot errors (default: %(default)s)")
     parser.add_argument("--format", required=True)
@@ -122,7 +124,7 @@ def main() -> None:
     from tablegen_tf.ensemble import load_ensemble
     from tablegen_tf.metrics.text_metrics import reference_streams, webnlg_challenge_tokens
 
-    trained = load_ensemble([args.model, *args.ensemble])
+    trained = load_ensemble([args.model, *args.ensemble], args.ensemble_weights)
     raws, _ = inference.read_inputs(args.format, args.input, args.split, args.selection_fraction)
     examples = inference.build(raws[: args.limit or None], trained.config.tokenizer, needs_text=True)[0]
     webnlg = args.format.startswith("webnlg")

@@ -305,11 +305,36 @@ def _add_inference_arguments(parser) -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N distinct tables (0 = all)")
 
 
+def _check_ensemble_weights(args) -> None:
+    """A usage error, before any run is loaded, when --ensemble-weights do not fit the runs."""
+    from tablegen_tf.ensemble import normalised_weights
+
+    runs = 1 + len(args.ensemble)
+    try:
+        if args.ensemble_weights and runs == 1:
+            raise ValueError("--ensemble-weights needs an ensemble (--ensemble RUN ...)")
+        normalised_weights(args.ensemble_weights, runs)
+    except ValueError as error:
+        raise SystemExit(f"tablegen {args.command}: error: {error}") from None
+
+
+def _load_runs(args):
+    """The run of --model, or its ensemble with --ensemble's runs (and --ensemble-weights)."""
+    from tablegen_tf.ensemble import load_ensemble
+
+    _check_ensemble_weights(args)
+    return load_ensemble([args.model, *args.ensemble], args.ensemble_weights)
+
+
 def _add_ensemble_argument(parser) -> None:
     parser.add_argument("--ensemble", nargs="+", default=[], metavar="RUN",
                         help="more run directories to decode with --model as one ensemble (their next-word "
                              "distributions averaged; same family and vocabularies, e.g. runs that differ by "
                              "train.seed); the decode settings are --model's")
+    parser.add_argument("--ensemble-weights", nargs="+", type=float, default=None, metavar="W",
+                        help="one weight per run (--model's first, then --ensemble's), >= 0, normalised to "
+                             "sum 1: the ensemble's next-word distribution is sum_n w_n p_n (default: equal); "
+                             "choose them on a selection split")
 
 
 def _unit_interval(text: str) -> float:
@@ -401,10 +426,11 @@ def _local_generation(args, needs_text: bool):
     import dataclasses
 
     from tablegen_tf import inference
-    from tablegen_tf.ensemble import load_ensemble
 
-    trained = load_ensemble([args.model, *args.ensemble])
-    print(f"model: {trained.checkpoint} ({trained.family.name})", flush=True)
+    trained = _load_runs(args)
+    weights = getattr(trained.model, "member_weights", None)
+    print(f"model: {trained.checkpoint} ({trained.family.name})"
+          + (f", weights {' '.join(f'{w:.3g}' for w in weights)}" if weights else ""), flush=True)
     raws, rejected = inference.read_inputs(args.format, args.input, args.split,
                                            getattr(args, "selection_fraction", 0.0))
     if getattr(args, "limit", 0):
@@ -478,7 +504,7 @@ def _run_evaluate(args, _extra) -> int:
 
 
 def _run_generate(args, _extra) -> int:
-    if args.ensemble and (args.server or args.word or not args.model):
+    if (args.ensemble or args.ensemble_weights) and (args.server or args.word or not args.model):
         raise SystemExit("tablegen generate: --ensemble decodes local runs with --model (export the ensemble "
                          "with `tablegen export --model RUN --ensemble RUN ...` to serve it)")
     if args.word and args.model:
@@ -533,6 +559,7 @@ def _run_export(args, _extra) -> int:
     from tablegen_tf.export import export_saved_model, next_version_dir
     from tablegen_tf.progress import format_duration
 
+    _check_ensemble_weights(args)
     if args.output:
         target = args.output
     else:
@@ -544,7 +571,7 @@ def _run_export(args, _extra) -> int:
     print(f"exporting {members}: tracing the serving signatures ...", flush=True)
     started = time.monotonic()
     export_saved_model(args.model, staging, ensemble=args.ensemble, model_name=args.model_name,
-                       decode_overrides=_decode_overrides(args))
+                       decode_overrides=_decode_overrides(args), ensemble_weights=args.ensemble_weights)
     os.replace(staging, target)
     print(f"exported {members} -> {target} in {format_duration(time.monotonic() - started)}")
     return 0

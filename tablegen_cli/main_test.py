@@ -29,6 +29,17 @@ def test_a_pragmatic_alpha_outside_0_1_is_a_usage_error(capsys):
     assert "--pragmatic-alpha: must be between 0 and 1, got 1.5" in capsys.readouterr().err
 
 
+def test_ensemble_weights_that_do_not_fit_the_runs_are_a_usage_error_before_any_loading(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["export", "--model", "no-such-run", "--ensemble", "other-run", "--output", "out",
+              "--ensemble-weights", "1", "2", "3"])
+    assert "tablegen export: error: --ensemble-weights: 3 weights for 2 members" in str(exited.value)
+    with pytest.raises(SystemExit) as exited:
+        main(["evaluate", "--model", "no-such-run", "--format", "e2e", "--input", "dev.csv",
+              "--ensemble-weights", "1"])
+    assert "--ensemble-weights needs an ensemble" in str(exited.value)
+
+
 @pytest.mark.slow
 def test_prepare_console_is_quiet_and_the_full_log_is_kept(tmp_path):
     import os

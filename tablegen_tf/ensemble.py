@@ -2,12 +2,13 @@
 members' next-token distributions, so the searches, slot reranking and the SavedModel
 (serving gets the gain too) need nothing special.
 
-    p(y_t | y_<t, x) = 1/N sum_n p_n(y_t | y_<t, x)          (probability averaging)
+    p(y_t | y_<t, x) = sum_n w_n p_n(y_t | y_<t, x),  sum_n w_n = 1   (probability averaging)
 
-computed in log space as logsumexp_n log p_n - log N. The members read one featurizer's
-batches, so they must agree on everything that shapes them: the family (its featurizer
-and extended vocabulary: ids >= V copy source item id - V), the vocabularies, the
-tokenizer and the table clipping of the data section. Sizes, seeds and training data
+computed in log space as logsumexp_n (log p_n + log w_n); w_n = 1/N unless weights are
+given (``--ensemble-weights``, normalised to sum 1; a weight 0 drops a member). The
+members read one featurizer's batches, so they must agree on everything that shapes
+them: the family (its featurizer and extended vocabulary: ids >= V copy source item id
+- V), the vocabularies, the tokenizer and the table clipping of the data section. Sizes, seeds and training data
 may differ. Two-stage families (a plan decoded inside ``encode``) are refused: averaging
 the text given different plans is not the same model.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import tensorflow as tf
 
@@ -29,11 +30,12 @@ FEATURIZER_DATA_FIELDS = ("max_words", "max_position", "max_records", "max_sourc
 class EnsembleModel(GenerationModel):
     """Decoding contract of ``members`` (same featurizer), averaging their distributions."""
 
-    def __init__(self, members: Sequence[GenerationModel], **kwargs):
+    def __init__(self, members: Sequence[GenerationModel], weights: Optional[Sequence[float]] = None, **kwargs):
         super().__init__(name="ensemble", **kwargs)
         if len(members) < 2:
             raise ValueError("an ensemble needs at least two members")
         self.members = list(members)
+        self.member_weights = normalised_weights(weights, len(self.members))
 
     @property
     def xla_decoding_steps(self):
@@ -61,14 +63,30 @@ class EnsembleModel(GenerationModel):
 
     def decoding_step_fn(self, memory):
         step_fns = [member.decoding_step_fn(m) for member, m in zip(self.members, memory)]
-        log_n = math.log(len(step_fns))
+        # log w_n as a constant of the graph (a weight 0 gives -inf: that member adds nothing)
+        log_weights = tf.constant([math.log(w) if w > 0 else -math.inf for w in self.member_weights], tf.float32)
 
         def step_fn(prev_ids, step, state):
             outputs = [fn(prev_ids, step, s) for fn, s in zip(step_fns, state)]
-            log_probs = tf.stack([log_probs for log_probs, _ in outputs])  # [N_members, N, W]
-            return tf.reduce_logsumexp(log_probs, axis=0) - log_n, tuple(s for _, s in outputs)
+            log_probs = tf.stack([tf.cast(log_probs, tf.float32) for log_probs, _ in outputs])  # [N_members, N, W]
+            mixed = tf.reduce_logsumexp(log_probs + log_weights[:, None, None], axis=0)
+            return tf.cast(mixed, outputs[0][0].dtype), tuple(s for _, s in outputs)
 
         return step_fn
+
+
+def normalised_weights(weights: Optional[Sequence[float]], count: int) -> list:
+    """``weights`` (one per member, >= 0, not all 0) scaled to sum 1; None = equal. A
+    ValueError naming what is wrong otherwise."""
+    if weights is None or len(weights) == 0:
+        return [1.0 / count] * count
+    weights = [float(w) for w in weights]
+    if len(weights) != count:
+        raise ValueError(f"--ensemble-weights: {len(weights)} weights for {count} members "
+                         "(one per run: --model's first, then --ensemble's)")
+    if any(not math.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
+        raise ValueError(f"--ensemble-weights: weights must be >= 0 and not all 0, got {weights}")
+    return [w / sum(weights) for w in weights]
 
 
 def check_compatible(runs) -> None:
@@ -94,14 +112,18 @@ def check_compatible(runs) -> None:
         raise ValueError(f"cannot ensemble two-stage models (a plan decoded in encode): {planned[0]}")
 
 
-def load_ensemble(model_dirs: Sequence[str]):
-    """A ``Trained`` whose model averages the runs in ``model_dirs``; config, vocabularies
-    and featurizer are the first run's (its decode settings apply). One run: that run."""
+def load_ensemble(model_dirs: Sequence[str], weights: Optional[Sequence[float]] = None):
+    """A ``Trained`` whose model averages the runs in ``model_dirs`` (``weights``: one per
+    run, normalised; None = equal); config, vocabularies and featurizer are the first run's
+    (its decode settings apply). One run: that run."""
     from tablegen_tf.training.trainer import load_trained
 
+    if weights and len(model_dirs) == 1:
+        raise ValueError("--ensemble-weights needs an ensemble (--ensemble RUN ...)")
+    normalised_weights(weights, len(model_dirs))  # before minutes of loading
     runs = [load_trained(model_dir) for model_dir in model_dirs]
     if len(runs) == 1:
         return runs[0]
     check_compatible(runs)
-    return dataclasses.replace(runs[0], model=EnsembleModel([run.model for run in runs]),
+    return dataclasses.replace(runs[0], model=EnsembleModel([run.model for run in runs], weights=weights),
                                checkpoint=" + ".join(run.checkpoint for run in runs))

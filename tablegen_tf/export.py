@@ -106,14 +106,15 @@ def checked_decoding_inputs(beam_size, max_length):
 
 
 def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = (),
-                       model_name: str = "tablegen", decode_overrides: Optional[Mapping] = None) -> str:
+                       model_name: str = "tablegen", decode_overrides: Optional[Mapping] = None,
+                       ensemble_weights: Optional[Sequence[float]] = None) -> str:
     """Writes the SavedModel of a training run's best checkpoint to ``export_dir``; with
     ``ensemble`` (more run directories), of the runs' ensemble (tablegen_tf.ensemble),
-    which decodes with ``run_dir``'s config, whose decode fields ``decode_overrides`` replaces
+    which decodes with ``run_dir``'s config (``ensemble_weights``: the members' weights), whose decode fields ``decode_overrides`` replaces
     (e.g. a run trained with greedy validations, served with the beam chosen afterwards)."""
     from tablegen_tf.ensemble import load_ensemble
 
-    trained = load_ensemble([run_dir, *ensemble])
+    trained = load_ensemble([run_dir, *ensemble], ensemble_weights)
     config = dataclasses.replace(trained.config, decode=dataclasses.replace(
         trained.config.decode, **dict(decode_overrides or {})))
     module = ServingModule(trained.model, trained.featurizer, config)
@@ -122,7 +123,10 @@ def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = 
     with open(os.path.join(export_dir, CONFIG_ASSET), "w") as handle:
         json.dump(config.to_dict(), handle, indent=2)
     with open(os.path.join(export_dir, MEMBERS_ASSET), "w") as handle:
-        json.dump({"checkpoints": trained.checkpoint.split(" + ")}, handle, indent=2)
+        members = {"checkpoints": trained.checkpoint.split(" + ")}
+        if len(members["checkpoints"]) > 1:
+            members["weights"] = trained.model.member_weights
+        json.dump(members, handle, indent=2)
     examples = write_examples(trained.featurizer, trained.config.data.valid, export_dir)
     # A run without a validation split still warms up on real inputs: its training split's.
     warmup_inputs = examples or spread_inputs(trained.featurizer, trained.config.data.train)

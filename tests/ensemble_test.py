@@ -115,3 +115,39 @@ def test_the_listener_scores_each_beam_as_the_search_did_and_masking_is_removal(
 
     np.testing.assert_allclose(first_step(masked), first_step(removed), rtol=1e-4, atol=1e-5)
     assert not np.allclose(first_step(masked), first_step({k: v[:1] for k, v in features.items()}), atol=1e-5)
+
+
+def test_member_weights_mix_the_step_distributions_and_a_zero_weight_drops_a_member(runs, tables):
+    """--ensemble-weights: p = sum_n w_n p_n with w normalised; (1, 0) is the first member
+    alone, (3, 3) the equal-weight ensemble, (3, 1) lies between them."""
+    from tablegen_tf.constants import BOS_ID
+    from tablegen_tf.ensemble import load_ensemble
+    from tablegen_tf.training.trainer import load_trained
+
+    features = load_trained(runs[0]).featurizer.serving_features(tables[:4])
+
+    def first_step(trained):
+        memory = trained.model.encode(features)
+        state = trained.model.initial_decoding_state(memory)
+        start = tf.fill([tf.shape(tables[:4])[0]], BOS_ID)
+        return np.exp(trained.model.decoding_step_fn(memory)(start, 0, state)[0].numpy())
+
+    alone = [first_step(load_trained(run)) for run in runs]
+    assert not np.allclose(alone[0], alone[1], atol=1e-4), "the members agree: this test could not fail"
+    np.testing.assert_allclose(first_step(load_ensemble(runs, [1, 0])), alone[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(first_step(load_ensemble(runs, [3, 3])), first_step(load_ensemble(runs)),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(first_step(load_ensemble(runs, [3, 1])), 0.75 * alone[0] + 0.25 * alone[1],
+                               rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("weights, message", [
+    ([1.0], "1 weights for 2 members"),
+    ([1.0, -1.0], "must be >= 0"),
+    ([0.0, 0.0], "not all 0"),
+])
+def test_weights_that_do_not_fit_the_members_are_refused_before_loading(weights, message):
+    from tablegen_tf.ensemble import load_ensemble
+
+    with pytest.raises(ValueError, match=message):
+        load_ensemble(["no-such-run-1", "no-such-run-2"], weights)
