@@ -37,7 +37,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 
 from serving.errors import ServingError, not_found
 from serving.partial_load import load_signatures
-from serving.server import SETTLE_SECONDS
+from serving.defaults import POLL_SECONDS, SETTLE_SECONDS
 from serving.signatures import TABLES_INPUT, Signature
 from tablegen_tf.constants import WARMUP_ASSET
 
@@ -311,7 +311,7 @@ def lower_thread_priority(niceness: int) -> None:
 class ModelManager:
     """Serves the latest ready version under model_dir (= BASE/NAME) and hot-swaps newer ones."""
 
-    def __init__(self, name: str, model_dir: str, poll_seconds: float = 1.0,
+    def __init__(self, name: str, model_dir: str, poll_seconds: float = POLL_SECONDS,
                  background_warmup: bool = True, loader_niceness: int = 0,
                  settle_seconds: float = SETTLE_SECONDS):
         self.name = name
@@ -398,26 +398,30 @@ class ModelManager:
 
     def _candidates(self, initial: bool) -> List[int]:
         """Versions, newest first, whose directory is complete and (after start-up)
-        unchanged since the previous poll, so a copy still in progress is skipped."""
-        now, seen, ready = time.monotonic(), {}, []
+        unchanged since the previous poll or over one settle wait, so a copy still in
+        progress is skipped."""
+        now, seen, ready, changed = time.monotonic(), {}, [], []
         for version in sorted(self._disk_versions(), reverse=True):
             path = os.path.join(self.model_dir, str(version))
             if not is_complete(path) or self._retry.get(version, (0.0, 0))[0] > now:
                 continue
             seen[version] = fingerprint(path)
-            if (initial or self._is_current(version) or self._seen.get(version) == seen[version]
-                    or self._settled(path, seen[version])):
+            if initial or self._is_current(version) or self._seen.get(version) == seen[version]:
                 ready.append(version)
+            else:
+                changed.append(version)
+        ready += self._settled(changed, seen)
         self._seen = seen
-        return ready
+        return sorted(ready, reverse=True)
 
-    def _settled(self, path: str, first: Tuple) -> bool:
-        """Unchanged after settle_seconds: a copy in progress moves within that time, an
-        atomic rename (what `tablegen export` does) is ready at its first sighting."""
-        if self.settle_seconds <= 0:
-            return False
+    def _settled(self, versions: List[int], seen: Dict[int, Tuple]) -> List[int]:
+        """Those of ``versions`` still as ``seen`` after ONE settle wait (for all of them):
+        a copy in progress moves within that time, an atomic rename (what `tablegen
+        export` does) is ready at its first sighting. The others wait for the next poll."""
+        if not versions or self.settle_seconds <= 0:
+            return []
         self._stop.wait(self.settle_seconds)
-        return fingerprint(path) == first
+        return [v for v in versions if fingerprint(os.path.join(self.model_dir, str(v))) == seen[v]]
 
     def _disk_versions(self) -> List[int]:
         try:

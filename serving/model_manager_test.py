@@ -66,6 +66,16 @@ def test_renamed_version_loads_at_its_first_sighting(manager, base_path, exports
     assert serving_version(manager) == 2
 
 
+def test_versions_pushed_together_share_one_settle_wait(manager, base_path, exports, monkeypatch):
+    waits = []
+    monkeypatch.setattr(manager._stop, "wait", lambda seconds: waits.append(seconds))
+    manager.settle_seconds = 0.05
+    for version in (2, 3):
+        testing.push_version(exports["v2"], os.path.join(base_path, MODEL), version)
+    assert manager._candidates(initial=False) == [3, 2, 1]  # newest first
+    assert waits == [0.05]
+
+
 def test_version_still_being_written_waits(manager, base_path, exports):
     manager.settle_seconds = 0.2
     version = os.path.join(base_path, MODEL, "2")

@@ -20,14 +20,11 @@ import threading
 from concurrent import futures
 from typing import Dict, List, Optional
 
+from serving.defaults import POLL_SECONDS, SETTLE_SECONDS
 from serving.limits import add_limit_arguments, limits_from_args
 from serving.tls import add_tls_arguments, tls_from_args
 
 log = logging.getLogger("tablegen.serving")
-
-# How long a newly seen version's files must stay unchanged before it loads (a copy in
-# progress changes within it; an atomic rename is ready at once).
-SETTLE_SECONDS = 0.2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--model-config-file",
                        help="TF Serving models.config (model_config_list) to serve several models; "
                        "each base_path holds <version>/ directories")
-    # TF Serving's --file_system_poll_wait_seconds default.
-    model.add_argument("--poll-seconds", type=float, default=1.0,
+    model.add_argument("--poll-seconds", type=float, default=POLL_SECONDS,
                        help="how often to look for new versions (default: %(default)s)")
     model.add_argument("--settle-seconds", type=float, default=SETTLE_SECONDS,
                        help="a newly seen version loads once its files stay unchanged this long, "

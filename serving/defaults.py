@@ -1,0 +1,9 @@
+"""Defaults shared by the server's command line and the model manager, in a module that
+imports nothing heavy (`tablegen serve --help` must not load TensorFlow)."""
+
+# How often to look for new versions: TF Serving's --file_system_poll_wait_seconds default.
+POLL_SECONDS = 1.0
+
+# How long a newly seen version's files must stay unchanged before it loads (a copy in
+# progress changes within it; an atomic rename is ready at once).
+SETTLE_SECONDS = 0.2
