@@ -40,7 +40,7 @@ def tables():
 @pytest.mark.slow
 def test_the_ensemble_savedmodel_says_what_in_process_ensemble_decoding_says(runs, tables, tmp_path):
     from tablegen_tf.ensemble import load_ensemble
-    from tablegen_tf.export import export_saved_model
+    from tablegen_tf.export import MEMBERS_ASSET, export_saved_model
     from tablegen_tf.generation import decode_text
     from tablegen_tf.training.trainer import load_trained
 
@@ -53,6 +53,14 @@ def test_the_ensemble_savedmodel_says_what_in_process_ensemble_decoding_says(run
     export_dir = export_saved_model(runs[0], str(tmp_path / "export"), ensemble=runs[1:])
     served = tf.saved_model.load(export_dir).signatures["serving_default"](tables=tables)
     assert list(served["text"].numpy()) == expected
+
+    weighted = load_ensemble(runs, [1, 3])  # --ensemble-weights: the weights travel in the graph
+    expected = list(decode_text(weighted.model, weighted.featurizer, features, weighted.config.decode)[0].numpy())
+    export_dir = export_saved_model(runs[0], str(tmp_path / "weighted"), ensemble=runs[1:], ensemble_weights=[1, 3])
+    served = tf.saved_model.load(export_dir).signatures["serving_default"](tables=tables)
+    assert list(served["text"].numpy()) == expected
+    with open(os.path.join(export_dir, MEMBERS_ASSET), encoding="utf-8") as handle:
+        assert json.load(handle)["weights"] == [0.25, 0.75]
 
 
 def test_runs_with_different_vocabularies_are_refused(runs, tmp_path):
