@@ -307,13 +307,10 @@ def _add_inference_arguments(parser) -> None:
 
 def _check_ensemble_weights(args) -> None:
     """A usage error, before any run is loaded, when --ensemble-weights do not fit the runs."""
-    from tablegen_tf.ensemble import normalised_weights
+    from tablegen_tf.ensemble import check_weights
 
-    runs = 1 + len(args.ensemble)
     try:
-        if args.ensemble_weights and runs == 1:
-            raise ValueError("--ensemble-weights needs an ensemble (--ensemble RUN ...)")
-        normalised_weights(args.ensemble_weights, runs)
+        check_weights(args.ensemble_weights, 1 + len(args.ensemble))
     except ValueError as error:
         raise SystemExit(f"tablegen {args.command}: error: {error}") from None
 

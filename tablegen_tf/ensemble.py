@@ -8,9 +8,9 @@ computed in log space as logsumexp_n (log p_n + log w_n); w_n = 1/N unless weigh
 given (``--ensemble-weights``, normalised to sum 1; a weight 0 drops a member). The
 members read one featurizer's batches, so they must agree on everything that shapes
 them: the family (its featurizer and extended vocabulary: ids >= V copy source item id
-- V), the vocabularies, the tokenizer and the table clipping of the data section. Sizes, seeds and training data
-may differ. Two-stage families (a plan decoded inside ``encode``) are refused: averaging
-the text given different plans is not the same model.
+- V), the vocabularies, the tokenizer and the table clipping of the data section. Sizes,
+seeds and training data may differ. Two-stage families (a plan decoded inside
+``encode``) are refused: averaging the text given different plans is not the same model.
 """
 
 from __future__ import annotations
@@ -89,6 +89,14 @@ def normalised_weights(weights: Optional[Sequence[float]], count: int) -> list:
     return [w / sum(weights) for w in weights]
 
 
+def check_weights(weights: Optional[Sequence[float]], runs: int) -> None:
+    """A ValueError naming what is wrong when ``weights`` do not fit ``runs`` run
+    directories (checked before minutes of loading)."""
+    if weights and runs == 1:
+        raise ValueError("--ensemble-weights needs an ensemble (--ensemble RUN ...)")
+    normalised_weights(weights, runs)
+
+
 def check_compatible(runs) -> None:
     """``runs``: ``Trained`` of each member (first = the reference). A ValueError naming
     the run and what differs if one cannot share the first one's featurizer."""
@@ -118,9 +126,7 @@ def load_ensemble(model_dirs: Sequence[str], weights: Optional[Sequence[float]] 
     (its decode settings apply). One run: that run."""
     from tablegen_tf.training.trainer import load_trained
 
-    if weights and len(model_dirs) == 1:
-        raise ValueError("--ensemble-weights needs an ensemble (--ensemble RUN ...)")
-    normalised_weights(weights, len(model_dirs))  # before minutes of loading
+    check_weights(weights, len(model_dirs))
     runs = [load_trained(model_dir) for model_dir in model_dirs]
     if len(runs) == 1:
         return runs[0]

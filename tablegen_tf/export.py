@@ -109,9 +109,10 @@ def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = 
                        model_name: str = "tablegen", decode_overrides: Optional[Mapping] = None,
                        ensemble_weights: Optional[Sequence[float]] = None) -> str:
     """Writes the SavedModel of a training run's best checkpoint to ``export_dir``; with
-    ``ensemble`` (more run directories), of the runs' ensemble (tablegen_tf.ensemble),
-    which decodes with ``run_dir``'s config (``ensemble_weights``: the members' weights), whose decode fields ``decode_overrides`` replaces
-    (e.g. a run trained with greedy validations, served with the beam chosen afterwards)."""
+    ``ensemble`` (more run directories), of the runs' ensemble (tablegen_tf.ensemble;
+    ``ensemble_weights``: the members' weights), which decodes with ``run_dir``'s config,
+    whose decode fields ``decode_overrides`` replaces (e.g. a run trained with greedy
+    validations, served with the beam chosen afterwards)."""
     from tablegen_tf.ensemble import load_ensemble
 
     trained = load_ensemble([run_dir, *ensemble], ensemble_weights)
