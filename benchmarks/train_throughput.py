@@ -21,6 +21,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = {
     "peer (1x256, emb 256, batch 64)": {"model.num_layers": 1},
     "family default (2x256)": {"model.num_layers": 2},
+    # bf16 matmuls, float32 weights and loss: oneDNN runs them on AMX / AVX512-BF16 where the
+    # CPU has them (slower without); the dtype a user picks with --set model.dtype=...
+    "peer, mixed_bfloat16": {"model.num_layers": 1, "model.dtype": "mixed_bfloat16"},
 }
 
 
