@@ -31,6 +31,7 @@ Optional hooks with neutral defaults: ``attention_images`` and ``summary_images`
 
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, Dict, Optional
 
 import keras
@@ -40,6 +41,19 @@ from tablegen_tf.decoding.common import tile_batch
 
 REQUIRED = ("from_config_sections", "compute_loss_from_batch", "encode", "initial_decoding_state",
             "decoding_step_fn")
+
+
+@contextlib.contextmanager
+def dtype_policy_scope(policy):
+    """Keras gives sublayers the GLOBAL dtype policy at construction: a model with its own
+    ``dtype`` ("float32" | "mixed_bfloat16") builds its sublayers under this scope; the
+    global policy is restored afterwards."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 class GenerationModel(keras.Model):

@@ -27,7 +27,6 @@ is overridden (scaled per replica for tf.distribute).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import ClassVar
 
@@ -42,7 +41,7 @@ from tablegen_tf.layers.initial_state import EntityMeanInitialState
 from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, masked_mean, smoothed_nll
 from tablegen_tf.layers.lstm_decoder import AttentionLSTMDecoder
 from tablegen_tf.layers.record_encoder import RecordEncoder
-from tablegen_tf.models.base import GenerationModel
+from tablegen_tf.models.base import GenerationModel, dtype_policy_scope
 from tablegen_tf.models.registry import register_model
 
 VOCAB_NAMES = (("word", "words"), ("field", "fields"), ("entity", "entities"), ("group", "groups"))
@@ -70,17 +69,6 @@ class EncDecConfig:
     # Keras dtype policy of every layer: float32 | mixed_bfloat16 (bf16 matmuls with float32
     # weights and losses; faster on CPUs with AMX/AVX512-BF16, slower without).
     dtype: str = "float32"
-
-
-@contextlib.contextmanager
-def _dtype_policy(policy):
-    """Keras gives sublayers the GLOBAL policy at construction: set it to the model's."""
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(policy)
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(previous)
 
 
 @register_model("encdec", config=EncDecConfig, featurizer=TableFeaturizer,
@@ -140,7 +128,7 @@ class EncDec(GenerationModel):
         self.label_smoothing = label_smoothing
         self.copy = copy
         self.content_selection = content_selection
-        with _dtype_policy(self.dtype_policy):
+        with dtype_policy_scope(self.dtype_policy):
             self._init_layers()
 
     @classmethod

@@ -3,6 +3,11 @@
 C table tokens (content words, each with its field), encoder states h_i [B,C,H],
 field embeddings f_i [B,C,Df].  Every layer works on one step ([B, ...]) and, where the
 inputs allow it, on all steps at once ([B, T, ...]).
+
+Under a mixed policy (``model.dtype: mixed_bfloat16``) matmuls run in the compute dtype
+(bfloat16) with float32 weights; attention distributions (alpha), scores before a softmax
+and the hybrid gate are float32.  Methods other than ``call`` (keys, word parts, the gate)
+run outside Keras' autocasting, so they cast their weights to their inputs' dtype.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ class ContentAttention(keras.layers.Layer):
 
     def keys(self, fields, memory):
         """(f_i^T W^(f), h_i^T W^(c)) [B,C,Q] each: once per table."""
-        return tf.matmul(fields, self.field_kernel), tf.matmul(memory, self.content_kernel)
+        return (tf.matmul(fields, tf.cast(self.field_kernel, fields.dtype)),
+                tf.matmul(memory, tf.cast(self.content_kernel, memory.dtype)))
 
     def call(self, query, keys, mask):
         """query [B,Q] or [B,T,Q] -> alpha^content [B,C] or [B,T,C]."""
@@ -58,7 +64,8 @@ class ContentAttention(keras.layers.Layer):
         else:
             field_score = tf.einsum("bcq,btq->btc", field_keys, query) + self.field_bias  # eq. 5
             content_score = tf.einsum("bcq,btq->btc", content_keys, query) + self.content_bias  # eq. 6
-        return masked_softmax(field_score * content_score, mask)  # eq. 7
+        # eq. 7: the product of the two scores and the softmax in float32
+        return masked_softmax(tf.cast(field_score, tf.float32) * tf.cast(content_score, tf.float32), mask)
 
     def get_config(self):
         return {**super().get_config(), "query_dim": self.query_dim}
@@ -72,15 +79,20 @@ class LinkAttention(keras.layers.Layer):
 
     L starts at zero (uniform link attention): the paper does not say how it is
     initialised, and zero lets the learnt entries be read directly as field transitions.
+
+    float32 under any model policy: the scores of eq. 8 are a cheap [C]x[C,C] product per
+    table whose input alpha_{t-1} feeds back through time; L is never autocast (also not
+    when ``table_links`` runs inside the model's bfloat16 autocasting).
     """
 
     def __init__(self, num_fields, **kwargs):
+        kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.num_fields = num_fields
 
     def build(self, input_shape=None):
         self.link = self.add_weight(name="link_matrix", shape=(self.num_fields, self.num_fields),
-                                    initializer="zeros")  # L
+                                    initializer="zeros", autocast=False)  # L
 
     def table_links(self, field_ids):
         """L[f_j, f_i] of one table: [B,C,C] (rows j = from, columns i = to)."""
@@ -106,10 +118,13 @@ class HybridGate(keras.layers.Layer):
 
     With ``fixed`` (Figure 3) the gate is the constant z and there are no weights:
     alpha = z alpha^content + (1 - z) alpha^link (z = 0 is link-only, z = 1 content-only).
+
+    The gate's dot products run in the inputs' dtype, its sigmoid in float32; ``call`` mixes
+    float32 distributions (``autocast=False``: Keras would cast them to the compute dtype).
     """
 
     def __init__(self, fixed=None, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(autocast=False, **kwargs)
         self.fixed = fixed
 
     def build(self, state_shape, field_shape, word_shape):
@@ -122,14 +137,16 @@ class HybridGate(keras.layers.Layer):
 
     def word_part(self, words):
         """w_y^T y_{t-1} + b for all steps at once: [..., E] -> [...]."""
-        return (tf.matmul(words, self.y_kernel) + self.bias)[..., 0]
+        return (tf.matmul(words, tf.cast(self.y_kernel, words.dtype)) + tf.cast(self.bias, words.dtype))[..., 0]
 
     def gate(self, state, field_summary, word_part):
-        """-> z~_t [B]: state h'_{t-1} [B,H], e^(f)_t [B,Df], word_part [B]."""
+        """-> z~_t [B] (float32): state h'_{t-1} [B,H], e^(f)_t [B,Df], word_part [B]."""
         if self.fixed is not None:
-            return tf.fill(tf.shape(state)[:1], tf.constant(self.fixed, state.dtype))
-        z = tf.sigmoid(tf.matmul(state, self.h_kernel)[:, 0] + tf.matmul(field_summary, self.f_kernel)[:, 0]
-                       + word_part)  # eq. 10
+            return tf.fill(tf.shape(state)[:1], tf.constant(self.fixed, tf.float32))
+        f32 = lambda x: tf.cast(x, tf.float32)  # noqa: E731
+        z = tf.sigmoid(f32(tf.matmul(state, tf.cast(self.h_kernel, state.dtype))[:, 0])
+                       + f32(tf.matmul(field_summary, tf.cast(self.f_kernel, field_summary.dtype))[:, 0])
+                       + f32(word_part))  # eq. 10
         return 0.2 * z + 0.5
 
     def call(self, gate, alpha_content, alpha_link):
@@ -151,7 +168,7 @@ class CopyScores(keras.layers.Layer):
         self.kernel = self.add_weight(name="kernel", shape=(memory_shape[-1], self.units))  # W_c
 
     def keys(self, memory):
-        return tf.sigmoid(tf.matmul(memory, self.kernel))  # sigmoid(h_i^T W_c) [B,C,H']
+        return tf.sigmoid(tf.matmul(memory, tf.cast(self.kernel, memory.dtype)))  # sigmoid(h_i^T W_c) [B,C,H']
 
     def call(self, states, keys, mask):
         """states h'_t [B,H'] or [B,T,H'] -> s [B,C] or [B,T,C] (0 at padding)."""
@@ -192,7 +209,7 @@ class DecoderCell(keras.layers.Layer):
 
     def word_part(self, words):
         """W_d^(y) y_{t-1} + b_d: [..., E] -> [..., H] (all steps at once)."""
-        return tf.matmul(words, self.word_kernel) + self.input_bias
+        return tf.matmul(words, tf.cast(self.word_kernel, words.dtype)) + tf.cast(self.input_bias, words.dtype)
 
     def call(self, attention_vector, word_part, state, field_summary=None):
         """-> (h'_t, c'_t); state (h'_{t-1}, c'_{t-1})."""

@@ -45,7 +45,7 @@ from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.joint_copy import masked_mean, scatter_rows
-from tablegen_tf.models.base import GenerationModel
+from tablegen_tf.models.base import GenerationModel, dtype_policy_scope
 from tablegen_tf.models.order_planning.layers import (
     ContentAttention, CopyScores, DecoderCell, HybridGate, LinkAttention)
 from tablegen_tf.models.registry import register_model
@@ -71,6 +71,9 @@ class OrderPlanningConfig:
     fixed_gate: Optional[float] = None  # Figure 3: z fixed in [0, 1] (hybrid only); None = self-adaptive
     l2: float = 1e-6  # eq. 19's l2 penalty (the paper gives no value): l2 * sum of squared weights
     dropout: float = 0.0  # the paper uses none; on embeddings and h'_t when set
+    # Keras dtype policy of every layer: float32 | mixed_bfloat16 (bf16 matmuls with float32
+    # weights; attention distributions, softmaxes and the loss in float32).
+    dtype: str = "float32"
 
 
 @register_model("order-planning", config=OrderPlanningConfig, featurizer=TableFeaturizer,
@@ -82,7 +85,7 @@ class OrderPlanning(GenerationModel):
     def __init__(self, word_vocab_size, field_vocab_size, word_dim=400, field_dim=400, hidden_size=500,
                  attention="hybrid", copy=True, field_feedback="none", fixed_gate=None, l2=1e-6,
                  dropout=0.0, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(**kwargs)  # incl. dtype: "float32" | "mixed_bfloat16" (all layers)
         _check(attention, copy, field_feedback, fixed_gate)
         self.word_vocab_size = word_vocab_size
         self.field_vocab_size = field_vocab_size
@@ -97,22 +100,29 @@ class OrderPlanning(GenerationModel):
         self.dropout = dropout
         self.uses_content = attention in ("hybrid", "content")
         self.uses_link = attention in ("hybrid", "link")
-        # === Layers (only those the configuration names) ===
-        self.word_embedding = keras.layers.Embedding(word_vocab_size, word_dim, name="word_embedding")
-        self.field_embedding = keras.layers.Embedding(field_vocab_size, field_dim, name="field_embedding")
+        with dtype_policy_scope(self.dtype_policy):
+            self._init_layers()
+
+    def _init_layers(self):
+        """Sublayers (created under the model's dtype policy; only those the configuration
+        names) and their weights."""
+        word_dim, field_dim, hidden_size = self.word_dim, self.field_dim, self.hidden_size
+        self.word_embedding = keras.layers.Embedding(self.word_vocab_size, word_dim, name="word_embedding")
+        self.field_embedding = keras.layers.Embedding(self.field_vocab_size, field_dim, name="field_embedding")
         self.encoder = keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True,
                                          name="table_encoder")  # eq. 1-4
-        query_dim = word_dim + (field_dim if field_feedback == "content_attention" else 0)
+        query_dim = word_dim + (field_dim if self.field_feedback == "content_attention" else 0)
         self.content_attention = (ContentAttention(query_dim, name="content_attention")
                                   if self.uses_content else None)  # eq. 5-7
-        self.link_attention = LinkAttention(field_vocab_size, name="link_attention") if self.uses_link else None
-        self.hybrid_gate = (HybridGate(fixed_gate, name="hybrid_gate")
-                            if attention == "hybrid" else None)  # eq. 10-11
-        self.decoder_cell = DecoderCell(hidden_size, field_input=field_feedback == "decoder_input",
+        self.link_attention = (LinkAttention(self.field_vocab_size, name="link_attention")
+                               if self.uses_link else None)  # eq. 8-9 (float32 under any policy)
+        self.hybrid_gate = (HybridGate(self.fixed_gate, name="hybrid_gate")
+                            if self.attention == "hybrid" else None)  # eq. 10-11
+        self.decoder_cell = DecoderCell(hidden_size, field_input=self.field_feedback == "decoder_input",
                                         name="decoder")  # eq. 13 + LSTM
-        self.output_projection = keras.layers.Dense(word_vocab_size, name="output_projection")  # eq. 14
-        self.copy_scores = CopyScores(hidden_size, name="copy_scores") if copy else None  # eq. 15
-        self.embedding_dropout = keras.layers.Dropout(dropout)
+        self.output_projection = keras.layers.Dense(self.word_vocab_size, name="output_projection")  # eq. 14
+        self.copy_scores = CopyScores(hidden_size, name="copy_scores") if self.copy else None  # eq. 15
+        self.embedding_dropout = keras.layers.Dropout(self.dropout)
         self.build()
 
     @classmethod
@@ -173,13 +183,14 @@ class OrderPlanning(GenerationModel):
     def _cell(self, memory, word_part, gate_part, query, alpha_content, state):
         """One step.  word_part [B,H] (eq. 13's y block), gate_part [B] (eq. 10's y block),
         query [B,Q] of eq. 5-6 (None when alpha_content [B,C] was computed for all steps).
-        -> (h'_t, new state, trace dict)."""
+        -> (h'_t, new state, trace dict).  Under a mixed policy h', c' are in the compute
+        dtype, the attention distributions (alpha, state and trace) and the gate float32."""
         h, c, previous = state
         mask = memory["memory_mask"]
         fields = memory["fields"]
         field_summary = None
         if self.field_feedback != "none":  # Table 4: the last step's weighted field embedding
-            field_summary = tf.einsum("bc,bcf->bf", previous, fields)
+            field_summary = tf.einsum("bc,bcf->bf", tf.cast(previous, fields.dtype), fields)
         alpha_link = gate = None
         if self.link_attention is not None:
             alpha_link = self.link_attention(previous, memory["links"], mask)  # eq. 8-9
@@ -188,14 +199,14 @@ class OrderPlanning(GenerationModel):
                 query = tf.concat([query, field_summary], -1)
             alpha_content = self.content_attention(query, (memory["field_keys"], memory["content_keys"]), mask)
         if self.attention == "hybrid":
-            link_fields = tf.einsum("bc,bcf->bf", alpha_link, fields)  # e^(f)_t
+            link_fields = tf.einsum("bc,bcf->bf", tf.cast(alpha_link, fields.dtype), fields)  # e^(f)_t
             gate = self.hybrid_gate.gate(h, link_fields, gate_part)  # eq. 10 (z~_t)
             alpha = self.hybrid_gate(gate, alpha_content, alpha_link)  # eq. 11
         elif self.attention == "content":
             alpha = alpha_content
         else:
             alpha = alpha_link
-        attention_vector = tf.einsum("bc,bch->bh", alpha, memory["memory"])  # eq. 12
+        attention_vector = tf.einsum("bc,bch->bh", tf.cast(alpha, memory["memory"].dtype), memory["memory"])  # eq. 12
         h, c = self.decoder_cell(attention_vector, word_part, (h, c),
                                  field_summary if self.field_feedback == "decoder_input" else None)  # eq. 13
         trace = {"alpha": alpha}
@@ -211,7 +222,7 @@ class OrderPlanning(GenerationModel):
         """Parts of eq. 5-6, 10 and 13 that read y_{t-1} only (any leading dims)."""
         word_part = self.decoder_cell.word_part(words)
         gate_part = (self.hybrid_gate.word_part(words) if self.hybrid_gate is not None and self.fixed_gate is None
-                     else tf.zeros(tf.shape(words)[:-1]))
+                     else tf.zeros(tf.shape(words)[:-1], words.dtype))
         return word_part, gate_part
 
     def decode_sequence(self, memory, target_in, state, training=False, trace=False):
@@ -230,7 +241,8 @@ class OrderPlanning(GenerationModel):
             inputs["content"] = time_major(alpha_content)
         steps = tf.shape(target_in)[1]
         names = ["states", "alpha"] + (["gate", "content", "link"] if trace else [])
-        arrays = {n: tf.TensorArray(tf.float32, size=steps) for n in names}
+        # h' in the compute dtype (the state's), attention distributions and the gate float32
+        arrays = {n: tf.TensorArray(state[0].dtype if n == "states" else tf.float32, size=steps) for n in names}
 
         def body(t, state, arrays):
             h, state, traced = self._cell(memory, inputs["word_part"][t], inputs["gate_part"][t],
@@ -257,7 +269,8 @@ class OrderPlanning(GenerationModel):
         num_tokens = tf.shape(memory["memory_mask"])[1]
         if self.copy_scores is None:
             return tf.pad(vocab_logits, [[0, 0], [0, 0], [0, num_tokens]], constant_values=MASKED_LOGIT)
-        scores = self.copy_scores(states, memory["copy_keys"], memory["memory_mask"])  # eq. 15 [B,T,C]
+        # eq. 15 [B,T,C]; copy scores are combined with the vocabulary logits in float32
+        scores = tf.cast(self.copy_scores(states, memory["copy_keys"], memory["memory_mask"]), tf.float32)
         values = memory["record_value"]
         in_vocab = (values > UNK_ID) & memory["memory_mask"]
         flat = lambda x: tf.reshape(x, [batch * steps, num_tokens])  # noqa: E731

@@ -106,10 +106,13 @@ def test_bad_ablation_values_are_config_errors():
         _model(attention="link", field_feedback="content_attention")
 
 
-@pytest.mark.parametrize("overrides", [{}, {"attention": "link", "copy": False},
-                                       {"attention": "content", "field_feedback": "content_attention"},
-                                       {"fixed_gate": 0.4, "field_feedback": "decoder_input"}],
-                         ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder"])
+VARIANTS = dict(argvalues=[{}, {"attention": "link", "copy": False},
+                           {"attention": "content", "field_feedback": "content_attention"},
+                           {"fixed_gate": 0.4, "field_feedback": "decoder_input"}],
+                ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder"])
+
+
+@pytest.mark.parametrize("overrides", **VARIANTS)
 def test_step_fn_agrees_with_training_loss_and_loss_decreases(overrides):
     model, batch = _model(**overrides), random_batch()
     predictions = model(batch)
@@ -131,6 +134,43 @@ def test_step_fn_agrees_with_training_loss_and_loss_decreases(overrides):
     train_step = make_train_step(model, keras.optimizers.Adam(0.02))
     losses = [float(train_step(batch)) for _ in range(12)]
     assert np.all(np.isfinite(losses)) and losses[-1] < 0.8 * losses[0]
+
+
+@pytest.mark.parametrize("overrides", **VARIANTS)
+def test_mixed_bfloat16_policy_trains_and_decodes(overrides):
+    model, batch = _model(dtype="mixed_bfloat16", **overrides), random_batch()
+    assert keras.config.dtype_policy().name == "float32"  # the global policy is left alone
+    assert model.decoder_cell.compute_dtype == "bfloat16" and model.decoder_cell.variable_dtype == "float32"
+    assert model.encoder.compute_dtype == "bfloat16" and model.output_projection.compute_dtype == "bfloat16"
+    assert all(v.dtype == "float32" for v in model.weights)
+    if model.link_attention is not None:  # the planning scores of eq. 8-9: float32 under any policy
+        assert model.link_attention.compute_dtype == "float32"
+    train_step = make_train_step(model, keras.optimizers.Adam(0.02))
+    losses = [float(train_step(batch)) for _ in range(10)]
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.9 * losses[0]
+    predictions = model(batch)
+    nll = model.token_nll(predictions["outputs"], predictions["memory"], batch["target_out"], batch["copy_mask"])
+    assert nll.dtype == tf.float32
+    memory = model.encode(batch)
+    assert memory["memory"].dtype == tf.bfloat16
+    state = model.initial_decoding_state(memory)
+    step_fn = tf.function(model.decoding_step_fn(memory), jit_compile=True)  # as the searches run it
+    oov_copy = (batch["target_out"] == 1) & (tf.reduce_sum(batch["copy_mask"], -1) > 0)
+    for t in range(3):
+        log_probs, state = step_fn(batch["target_in"][:, t], tf.constant(t), state)
+        assert log_probs.dtype == tf.float32
+        np.testing.assert_allclose(tf.reduce_sum(tf.exp(log_probs), -1), 1.0, atol=1e-5)
+        assert state[2].dtype == tf.float32  # alpha_t, a distribution over the table
+        np.testing.assert_allclose(tf.reduce_sum(state[2], -1), 1.0, atol=1e-5)
+        # the step agrees with teacher forcing up to bfloat16 rounding (labels scored by id)
+        gold = tf.gather(log_probs, batch["target_out"][:, t], batch_dims=1)
+        check = batch["target_mask"][:, t] & ~oov_copy[:, t]
+        np.testing.assert_allclose(tf.boolean_mask(-gold, check), tf.boolean_mask(nll[:, t], check), atol=0.05)
+    traces = model.attention_traces(batch, 2)
+    assert all(value.dtype == tf.float32 for value in traces.values())
+    clone = type(model).from_config(model.get_config())
+    assert clone.dtype_policy.name == "mixed_bfloat16" and clone.decoder_cell.compute_dtype == "bfloat16"
+    assert keras.config.dtype_policy().name == "float32"
 
 
 def test_copy_sums_equal_content_words_eq_16():
