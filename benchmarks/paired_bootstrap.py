@@ -70,7 +70,7 @@ def main() -> None:
         if len(lines) != len(refs):
             sys.exit(f"{path}: {len(lines)} lines for {len(refs)} inputs (write it with `tablegen evaluate "
                      f"--output` on the same --format/--input/--split/--selection-fraction)")
-        systems.append((os.path.basename(path), lines))
+        systems.append((path, lines))
     print(f"{len(refs)} inputs, {args.samples} paired bootstrap resamples, baseline {systems[0][0]}\n")
     threshold = args.alpha / (len(systems) - 1)
     print(f"| system | BLEU | resampled mean (95 % interval) | p (no better than the baseline) | "
