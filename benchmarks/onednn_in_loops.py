@@ -89,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     import tensorflow as tf
 
-    print(f"| dtype | where the loop is | in-process | loaded SavedModel |\n|---|---|---|---|")
+    print("| dtype | where the loop is | in-process | loaded SavedModel |\n|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:
         for dtype in (tf.float32, tf.bfloat16):
             module = make_module(dtype)
