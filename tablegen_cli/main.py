@@ -502,8 +502,10 @@ def _run_evaluate(args, _extra) -> int:
 
 def _run_generate(args, _extra) -> int:
     if (args.ensemble or args.ensemble_weights) and (args.server or args.word or not args.model):
-        raise SystemExit("tablegen generate: --ensemble decodes local runs with --model (export the ensemble "
-                         "with `tablegen export --model RUN --ensemble RUN ...` to serve it)")
+        flag = "--ensemble" if args.ensemble else "--ensemble-weights"
+        raise SystemExit(f"tablegen generate: {flag} decodes local runs with --model (export the ensemble "
+                         "with `tablegen export --model RUN --ensemble RUN ... [--ensemble-weights W ...]` "
+                         "to serve it)")
     if args.word and args.model:
         from tablegen_tf.inference import generate_around
 

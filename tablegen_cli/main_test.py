@@ -40,6 +40,17 @@ def test_ensemble_weights_that_do_not_fit_the_runs_are_a_usage_error_before_any_
     assert "--ensemble-weights needs an ensemble" in str(exited.value)
 
 
+def test_ensemble_flags_on_a_served_model_name_the_flag_given(capsys):
+    served = ["generate", "--server", "localhost:1", "--model-name", "m", "--format", "e2e", "--input", "dev.csv",
+              "--output", "out.txt"]
+    with pytest.raises(SystemExit) as exited:
+        main(served + ["--ensemble-weights", "1", "2"])
+    assert str(exited.value).startswith("tablegen generate: --ensemble-weights decodes local runs with --model")
+    with pytest.raises(SystemExit) as exited:
+        main(served + ["--ensemble", "other-run"])
+    assert str(exited.value).startswith("tablegen generate: --ensemble decodes local runs with --model")
+
+
 @pytest.mark.slow
 def test_prepare_console_is_quiet_and_the_full_log_is_kept(tmp_path):
     import os
