@@ -29,9 +29,9 @@ def test_a_pragmatic_alpha_outside_0_1_is_a_usage_error(capsys):
     assert "--pragmatic-alpha: must be between 0 and 1, got 1.5" in capsys.readouterr().err
 
 
-def test_ensemble_weights_that_do_not_fit_the_runs_are_a_usage_error_before_any_loading(capsys):
+def test_ensemble_weights_that_do_not_fit_the_runs_are_a_usage_error_before_any_loading(tmp_path):
     with pytest.raises(SystemExit) as exited:
-        main(["export", "--model", "no-such-run", "--ensemble", "other-run", "--output", "out",
+        main(["export", "--model", "no-such-run", "--ensemble", "other-run", "--output", str(tmp_path / "out"),
               "--ensemble-weights", "1", "2", "3"])
     assert "tablegen export: error: --ensemble-weights: 3 weights for 2 members" in str(exited.value)
     with pytest.raises(SystemExit) as exited:
@@ -40,9 +40,9 @@ def test_ensemble_weights_that_do_not_fit_the_runs_are_a_usage_error_before_any_
     assert "--ensemble-weights needs an ensemble" in str(exited.value)
 
 
-def test_ensemble_flags_on_a_served_model_name_the_flag_given(capsys):
+def test_ensemble_flags_on_a_served_model_name_the_flag_given(tmp_path):
     served = ["generate", "--server", "localhost:1", "--model-name", "m", "--format", "e2e", "--input", "dev.csv",
-              "--output", "out.txt"]
+              "--output", str(tmp_path / "out.txt")]  # (the command's log file goes beside its output)
     with pytest.raises(SystemExit) as exited:
         main(served + ["--ensemble-weights", "1", "2"])
     assert str(exited.value).startswith("tablegen generate: --ensemble-weights decodes local runs with --model")
