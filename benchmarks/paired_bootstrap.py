@@ -91,5 +91,6 @@ def verdict(result, baseline, threshold: float) -> str:
         return "not better"
     return "better" if result.p_value < threshold else "tie"
 
+
 if __name__ == "__main__":
     main()
