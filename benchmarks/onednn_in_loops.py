@@ -6,17 +6,25 @@ branches of a case built with ``lower_using_switch_merge=False`` (what
 ``tablegen_tf.decoding.common.switch_case`` builds, so untaken branches cost nothing) are
 run as functions it never sees, and so is a loop inside one. This prints, for the same
 50-step loop of ``h = tanh(h @ W)`` ([R, 1024] x [1024, 1024]), the kernel and its time:
-plain, inside an un-lowered case, inside a lowered case, each in-process and from a
-loaded SavedModel, in float32 and bfloat16.
+plain, inside an un-lowered case, inside a lowered case, and inside an un-lowered case
+whose branch calls a no-inline ``tf.function`` (``experimental_attributes={"_noinline":
+True}``: TF runs the call as a function of its own, with every graph pass), each
+in-process and from a loaded SavedModel, in float32 and bfloat16.
 
     .venv/bin/python benchmarks/onednn_in_loops.py [--rows 320]
 
-Measured on this host (2026-11-27, 320 rows, quiet; the same in-process and loaded):
-float32 plain / lowered case ``_MklMatMul`` 111-114 ms, un-lowered case ``MatMul`` (Eigen)
-133 ms; bfloat16 ``_MklMatMul`` 37-38 ms, ``MatMul`` 164-165 ms. The beam search's batched
-loop sits in un-lowered cases (``decoding/beam.py``: the XLA bucket switch around it, the
-every-row / running-rows switch inside it), so its matmuls are Eigen's (README, mixed
-precision).
+Measured (320 rows, quiet; the same in-process and loaded):
+- Intel Xeon with AMX (2026-11-27): float32 plain / lowered case ``_MklMatMul`` 111-114 ms,
+  un-lowered case ``MatMul`` (Eigen) 133 ms; bfloat16 ``_MklMatMul`` 37-38 ms, ``MatMul``
+  164-165 ms.
+- AMD EPYC with AVX512-BF16, no AMX (2026-11-27, second session): float32 ``_MklMatMul``
+  172-179 ms in the plain loop, the lowered case and the no-inline call, ``MatMul`` 194-243
+  ms; bfloat16 ``_MklMatMul`` 85-89 ms plain, 170-174 ms lowered / called, ``MatMul``
+  212-239 ms.
+The beam search's batched loop sits in un-lowered cases (``decoding/beam.py``), so its
+matmuls are Eigen's. Routing every ``decoding.common.switch_case`` branch through a
+no-inline call gives them oneDNN (profiled) with the same texts, but on the AMD host the
+batched search got slower, not faster (README, mixed precision).
 """
 
 import argparse
@@ -67,6 +75,16 @@ def make_module(dtype):
         def branches(self, h):
             return [lambda: tf.reduce_sum(tf.cast(h, tf.float32)), lambda: self.loop(h)]
 
+        @tf.function(experimental_attributes={"_noinline": True})
+        def called_loop(self, h):
+            return self.loop(h)
+
+        @tf.function(input_signature=spec)
+        def unlowered_case_noinline_call(self, h):
+            index = tf.cast(tf.shape(h)[0] > 1, tf.int32)
+            return cond_v2.indexed_case(index, [lambda: tf.reduce_sum(tf.cast(h, tf.float32)),
+                                                lambda: self.called_loop(h)], lower_using_switch_merge=False)
+
         @tf.function(input_signature=spec)
         def plain(self, h):
             return self.loop(h)
@@ -97,7 +115,7 @@ def main() -> None:
             tf.saved_model.save(module, path)
             loaded = tf.saved_model.load(path)
             h = tf.cast(tf.random.normal([args.rows, 1024], seed=2), dtype)
-            for name in ("plain", "unlowered_case", "lowered_case"):
+            for name in ("plain", "unlowered_case", "lowered_case", "unlowered_case_noinline_call"):
                 cells = []
                 for i, owner in enumerate((module, loaded)):
                     kernels = matmul_kernels(getattr(owner, name), h, os.path.join(work, f"{dtype.name}-{name}-{i}"))
