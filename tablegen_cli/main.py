@@ -729,7 +729,7 @@ def _run_quietly(args, extra: List[str]) -> int:
     with logs.session(verbose, log_file) as console, \
             contextlib.redirect_stdout(console.out), contextlib.redirect_stderr(console.err):
         code = args.handler(args, extra)
-    if code and log_file and not verbose:
+    if code and log_file and not verbose and os.path.exists(log_file):
         print(f"tablegen {args.command}: full log in {log_file}", file=sys.stderr)
     return code
 

@@ -49,6 +49,15 @@ def test_ensemble_flags_on_a_served_model_name_the_flag_given(tmp_path):
     with pytest.raises(SystemExit) as exited:
         main(served + ["--ensemble", "other-run"])
     assert str(exited.value).startswith("tablegen generate: --ensemble decodes local runs with --model")
+    assert list(tmp_path.iterdir()) == []  # refused before any work: no out.txt.log either
+
+
+def test_a_refused_prepare_leaves_no_output_directory_behind(tmp_path, capsys):
+    out = tmp_path / "prepared"
+    assert main(["prepare", "--format", "e2e", "--input", "dev.csv", "--split", "valid", "--selection-fraction",
+                 "0.05", "--output", str(out)]) == 2
+    assert "--selection-fraction carves from the train split only" in capsys.readouterr().err
+    assert not out.exists()  # not even OUTPUT/logs/prepare.log: the log file opens at its first record
 
 
 @pytest.mark.slow

@@ -118,8 +118,7 @@ def configure(verbose: bool = False, log_file: Optional[str] = None,
         console_handler.addFilter(NoiseFilter())
     handlers = [console_handler]
     if log_file:
-        os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
-        file_handler = logging.FileHandler(log_file, encoding="utf-8")
+        file_handler = _LazyFileHandler(log_file)
         file_handler.setLevel(logging.DEBUG)
         file_handler.setFormatter(logging.Formatter(FILE_FORMAT))
         handlers.append(file_handler)
@@ -135,6 +134,18 @@ def configure(verbose: bool = False, log_file: Optional[str] = None,
         logger.propagate = True
     _quiet_chatty_libraries()
     logging.captureWarnings(True)
+
+
+class _LazyFileHandler(logging.FileHandler):
+    """A log file (and its directory) created at its first record: a command refused
+    before it logs anything (a usage error) leaves no empty log behind."""
+
+    def __init__(self, path: str):
+        super().__init__(path, encoding="utf-8", delay=True)
+
+    def _open(self):
+        os.makedirs(os.path.dirname(self.baseFilename), exist_ok=True)
+        return super()._open()
 
 
 def _quiet_chatty_libraries() -> None:

@@ -70,6 +70,15 @@ def test_console_gets_warnings_without_noise_and_the_file_gets_everything(config
         assert message in text
 
 
+def test_the_log_file_and_its_directory_appear_at_the_first_record(configured, tmp_path):
+    console, _ = configured
+    log_file = tmp_path / "run" / "logs" / "command.log"
+    logs.configure(verbose=False, log_file=str(log_file), console=console)
+    assert not log_file.parent.exists()  # a command refused before logging leaves nothing
+    logging.getLogger("tablegen").debug("started")
+    assert "started" in log_file.read_text()
+
+
 def test_verbose_console_shows_info_and_noise(configured):
     console, _ = configured
     logs.configure(verbose=True, console=console)
