@@ -26,14 +26,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def references(format_name: str, path: str, split: str, selection_fraction: float):
-    """Per distinct input, its reference texts (as `tablegen evaluate` scores them)."""
+def references(format_name: str, path: str, split: str, selection_fraction: float, run: str = None):
+    """Per distinct input, its reference texts (as `tablegen evaluate` scores them: with the
+    run's tokenizer settings, which matter only for corpora without raw references)."""
     sys.path.insert(0, ROOT)
     from tablegen_tf import inference
+    from tablegen_tf.config import load_run_config
     from tablegen_tf.tokenizer import TokenizerConfig
 
+    tokenizer = load_run_config(run).tokenizer if run else TokenizerConfig()
     raws, _ = inference.read_inputs(format_name, path, split, selection_fraction)
-    examples, _ = inference.build(raws, TokenizerConfig(), needs_text=True)
+    examples, _ = inference.build(raws, tokenizer, needs_text=True)
     return [example.all_references() for example in examples]
 
 
@@ -41,10 +44,10 @@ def compare(systems, refs, samples: int, seed: int):
     """systems: [(name, hypotheses)], the baseline first -> sacrebleu's paired results."""
     from sacrebleu.significance import PairedTest
 
-    from tablegen_tf.metrics.text_metrics import _bleu_metric, reference_streams
+    from tablegen_tf.metrics.text_metrics import bleu_metric, reference_streams
 
     os.environ["SACREBLEU_SEED"] = str(seed)  # read by PairedTest(): reproducible resamples
-    test = PairedTest(systems, {"BLEU": _bleu_metric(lowercase=True)}, reference_streams(refs),
+    test = PairedTest(systems, {"BLEU": bleu_metric(lowercase=True)}, reference_streams(refs),
                       test_type="bs", n_samples=samples)
     return test()[1]["BLEU"]
 
@@ -55,6 +58,7 @@ def main() -> None:
     parser.add_argument("--input", required=True)
     parser.add_argument("--split", default=None)
     parser.add_argument("--selection-fraction", type=float, default=0.0)
+    parser.add_argument("--model", default=None, help="a run directory: its tokenizer settings (as evaluate)")
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level")
@@ -62,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     if len(args.hypotheses) < 2:
         parser.error("pass a baseline and at least one candidate")
-    refs = references(args.format, args.input, args.split, args.selection_fraction)
+    refs = references(args.format, args.input, args.split, args.selection_fraction, args.model)
     systems = []
     for path in args.hypotheses:
         with open(path, encoding="utf-8") as handle:

@@ -89,13 +89,14 @@ ROUGE_TYPES = ("rouge4", "rougeL")
 
 
 @functools.lru_cache(maxsize=2)
-def _bleu_metric(lowercase: bool) -> BLEU:
-    # Defaults otherwise: smooth_method='exp', max_ngram_order=4.
+def bleu_metric(lowercase: bool) -> BLEU:
+    """The BLEU `tablegen evaluate` reports (sacrebleu, 13a tokenizer; defaults otherwise:
+    smooth_method='exp', max_ngram_order=4), e.g. for sacrebleu's paired significance tests."""
     return BLEU(lowercase=lowercase, tokenize="13a")
 
 
 @functools.lru_cache(maxsize=1)
-def _plain_bleu_metric() -> BLEU:
+def _plainbleu_metric() -> BLEU:
     # multi-bleu.perl: pre-tokenised input, no smoothing.
     # force: the text is tokenised on purpose (sacrebleu would warn it looks undetokenised)
     return BLEU(lowercase=False, tokenize="none", smooth_method="none", force=True)
@@ -112,7 +113,7 @@ def tokenize_13a(text: str, lowercase: bool = True) -> List[str]:
     Mirrors ``BLEU._preprocess_segment``: optional ``str.lower()``, strip
     trailing whitespace, 13a tokenization, split on whitespace.
     """
-    metric = _bleu_metric(lowercase)
+    metric = bleu_metric(lowercase)
     if lowercase:
         text = text.lower()
     return metric.tokenizer(text.rstrip()).split()
@@ -136,7 +137,7 @@ def webnlg_challenge_bleu(hypotheses: List[str], references: List[List[str]]) ->
         if not kept:
             raise ValueError(f"item {i} has no non-empty reference")
         ref_sets.append(kept)
-    return float(_plain_bleu_metric().corpus_score(hyps, reference_streams(ref_sets)).score)
+    return float(_plainbleu_metric().corpus_score(hyps, reference_streams(ref_sets)).score)
 
 
 def _check_inputs(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:
@@ -208,7 +209,7 @@ def reference_streams(ref_sets: Sequence[Sequence[str]]) -> List[List[Optional[s
 
 def _bleu(hypotheses: Sequence[str], ref_sets: Sequence[Sequence[str]], lowercase: bool) -> float:
     streams = reference_streams(ref_sets)
-    return float(_bleu_metric(lowercase).corpus_score(list(hypotheses), streams).score)
+    return float(bleu_metric(lowercase).corpus_score(list(hypotheses), streams).score)
 
 
 def _nist(

@@ -6,7 +6,7 @@ from nltk.translate.nist_score import corpus_nist
 
 from tablegen_tf.metrics import corpus_scores
 from tablegen_tf.metrics import text_metrics
-from tablegen_tf.metrics.text_metrics import _bleu_metric, nist_mteval, reference_streams, tokenize_13a
+from tablegen_tf.metrics.text_metrics import bleu_metric, nist_mteval, reference_streams, tokenize_13a
 
 HYPS = [
     "The Eagle is a cheap coffee shop near Burger King.",
@@ -63,14 +63,14 @@ def test_closest_reference_length_by_hand_and_why_not_empty_string_padding():
     hyps = ["the cat sat on the mat", "hello"]  # 6 and 1 tokens
     refs = [["the cat sat on the mat today ok", "a cat sat on a mat"], ["hello world again"]]
     # Item 1: lengths 8 and 6, closest to 6 is 6. Item 2: only ref has 3 tokens.
-    stats = _bleu_metric(True).corpus_score(hyps, reference_streams(refs))
+    stats = bleu_metric(True).corpus_score(hyps, reference_streams(refs))
     assert (stats.sys_len, stats.ref_len) == (7, 9)
     assert stats.bp == pytest.approx(math.exp(1 - 9 / 7))
     # Padding with "" would add a 0-token reference, closest to the 1-token hypothesis.
-    bad = _bleu_metric(True).corpus_score(hyps, [[r[0] for r in refs], [refs[0][1], ""]])
+    bad = bleu_metric(True).corpus_score(hyps, [[r[0] for r in refs], [refs[0][1], ""]])
     assert bad.ref_len == 6
     # Ties go to the shorter reference (mteval-v13a 'closest'): 5 tokens, refs of 4 and 6.
-    tie = _bleu_metric(True).corpus_score(["a b c d e"], [["a b c d"], ["a b c d e f"]])
+    tie = bleu_metric(True).corpus_score(["a b c d e"], [["a b c d"], ["a b c d e f"]])
     assert tie.ref_len == 4
 
 
@@ -150,7 +150,7 @@ def test_lowercase_flag():
 
 
 def test_nist_tokens_are_sacrebleus_tokens():
-    metric = _bleu_metric(True)
+    metric = bleu_metric(True)
     for text in HYPS + ["Prices: £20-25, 3.5 stars & 1,000 (don't) <skipped> end."]:
         assert tokenize_13a(text) == metric._preprocess_segment(text).split()
 
