@@ -124,6 +124,11 @@ def _backward(parts, saved, upstream, memory_mask, masks, layers):
     split = [parts["memory"].shape[-1], saved["hr"].shape[-1]]  # [ctx; h_L]
     names = [f"dz{l}" for l in range(layers)] + ["da", "ds", "dctx"]
     arrays = {n: tf.TensorArray(saved["hr"].dtype, size=steps) for n in names}
+    # The kernels transposed once, here: a loop-invariant ``transpose_b=True`` operand is
+    # transposed again at every step (oneDNN; profiled: the recurrent one took 2.2x the
+    # forward matmul of the same size).
+    output_t = tf.transpose(parts["output_kernel"])
+    recurrent_t = [tf.transpose(kernel) for kernel in parts["recurrent"]]
 
     def body(t, carry, arrays):
         arrays = dict(arrays)
@@ -131,14 +136,14 @@ def _backward(parts, saved, upstream, memory_mask, masks, layers):
         d_hr = d_ht if masks is None else d_ht * masks[0]
         hr = saved["hr"][t]
         da = d_hr * (1 - hr * hr)
-        d_ctx, d_below = tf.split(tf.matmul(da, parts["output_kernel"], transpose_b=True), split, axis=-1)
+        d_ctx, d_below = tf.split(tf.matmul(da, output_t), split, axis=-1)
         d_ctx = d_ctx + d_ctx_seq[t]
         ds, dq = _attention_backward(saved["p"][t], d_ctx, parts["memory"], parts["keys"])
         d_below = d_below + dq
         new_carry = [None] * len(carry)
         for l in reversed(range(layers)):
             dz, d_below, new_carry[1 + 2 * l], new_carry[2 + 2 * l] = _lstm_backward(
-                saved, l, t, c_prev[l][t], d_below + carry[1 + 2 * l], carry[2 + 2 * l], parts["recurrent"][l]
+                saved, l, t, c_prev[l][t], d_below + carry[1 + 2 * l], carry[2 + 2 * l], recurrent_t[l]
             )
             arrays[f"dz{l}"] = arrays[f"dz{l}"].write(t, dz)
             if l > 0 and masks is not None:
@@ -163,14 +168,14 @@ def _attention_backward(p, d_ctx, memory, keys):
     return ds, weighted_sum(ds, keys)
 
 
-def _lstm_backward(saved, l, t, c_prev, dh, dc, kernel):
-    """-> (dz [B,4H], d_below [B,H], dh_prev [B,H], dc_prev [B,H])."""
+def _lstm_backward(saved, l, t, c_prev, dh, dc, kernel_t):
+    """-> (dz [B,4H], d_below [B,H], dh_prev [B,H], dc_prev [B,H]); ``kernel_t`` [4H,2H]."""
     i, f, g, o = tf.split(saved[f"gates{l}"][t], 4, axis=-1)
     tc = tf.tanh(saved[f"c{l}"][t])
     dc = dc + dh * o * (1 - tc * tc)
     dz = tf.concat([dc * g * i * (1 - i), dc * c_prev * f * (1 - f), dc * i * (1 - g * g),
                     dh * tc * o * (1 - o)], axis=-1)
-    d_xh = tf.matmul(dz, kernel, transpose_b=True)
+    d_xh = tf.matmul(dz, kernel_t)
     d_below, dh_prev = tf.split(d_xh, 2, axis=-1)
     return dz, d_below, dh_prev, dc * f
 
