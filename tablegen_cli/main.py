@@ -15,6 +15,7 @@ from typing import List, Optional
 from tablegen_cli import workers
 from tablegen_cli.workers import tf_config_worker, worker_log
 from tablegen_tf.readers import format_names
+from tablegen_tf.tempdirs import private_tempdir
 
 # TensorFlow's C++ INFO/WARNING start-up lines drown the tool's own output; users can
 # still ask for them with TF_CPP_MIN_LOG_LEVEL=0. Set before any TF import (also
@@ -740,18 +741,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     if extra and args.command != "prepare":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        if args.command == "train" and args.workers != 1:
-            if args.workers < 1:
-                parser.error("--workers: at least 1")
-            # Not under the quiet session: the chief's console passes through as is.
-            return workers.run(sys.argv[1:] if argv is None else list(argv), args.workers, args.out)
-        if args.command in QUIET_COMMANDS:
-            return _run_quietly(args, extra)
-        return args.handler(args, extra)
+        # Beam and autograph litter the temp dir (a Beam dir per prepare): a private one, removed.
+        with private_tempdir():
+            return _run(parser, args, extra, argv)
     except BrokenPipeError:
         # The reader went away (`tablegen models | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def _run(parser, args, extra, argv) -> int:
+    if args.command == "train" and args.workers != 1:
+        if args.workers < 1:
+            parser.error("--workers: at least 1")
+        # Not under the quiet session: the chief's console passes through as is.
+        return workers.run(sys.argv[1:] if argv is None else list(argv), args.workers, args.out)
+    if args.command in QUIET_COMMANDS:
+        return _run_quietly(args, extra)
+    return args.handler(args, extra)
 
 
 if __name__ == "__main__":

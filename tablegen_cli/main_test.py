@@ -1,6 +1,9 @@
 """The `tablegen` command line: exit codes and messages."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -62,10 +65,6 @@ def test_a_refused_prepare_leaves_no_output_directory_behind(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_prepare_console_is_quiet_and_the_full_log_is_kept(tmp_path):
-    import os
-    import subprocess
-    import sys
-
     from tablegen_tf import logs
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -106,3 +105,16 @@ def test_output_files_go_into_new_directories(tmp_path):
     path = tmp_path / "new" / "deeper" / "dev.txt"
     _write_lines(str(path), ["a table's text", "two\nlines"])
     assert path.read_text(encoding="utf-8") == "a table's text\ntwo lines\n"
+
+
+def test_a_failed_prepare_leaves_nothing_in_the_temp_directory(tmp_path):
+    # A prepare that stopped with an error (here: no such input) under the default
+    # DirectRunner left a beam-pipeline-temp* dir in /tmp.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "tablegen_cli.main", "prepare", "--format", "e2e", "--input",
+         str(tmp_path / "missing.csv"), "--output", str(tmp_path / "prepared")],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(temp)})
+    assert done.returncode == 2 and "input not found" in done.stderr, done.stderr
+    assert list(temp.iterdir()) == []

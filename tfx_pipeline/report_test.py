@@ -4,12 +4,11 @@ import datetime
 import io
 import json
 import os
-import tempfile
 
 import pytest
 
 from tablegen_tf import progress
-from tfx_pipeline import report, runner, stages
+from tfx_pipeline import report, stages
 from tfx_pipeline.pipeline_e2e_test import tiny_config
 
 NODES = ["TableExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "AnomaliesGate",
@@ -145,15 +144,6 @@ def test_logs_rotate_and_runs_get_their_own_dir(tmp_path):
     assert first.log_file == second.log_file == os.path.join(root, "logs", "pipeline.log")
     assert open(second.log_file + ".1").read() == "run 1"
     assert os.path.isdir(second.run_dir) and first.run_dir != second.run_dir
-
-
-def test_a_run_gets_a_private_temp_dir_removed_afterwards():
-    before = tempfile.gettempdir()
-    with runner.private_tempdir() as directory:
-        assert tempfile.gettempdir() == directory == os.environ["TMPDIR"]
-        leaked = tempfile.mkdtemp(prefix="beam-temp")
-    assert not os.path.exists(leaked) and not os.path.exists(directory)
-    assert tempfile.gettempdir() == before
 
 
 def test_a_trainer_stopped_by_the_wall_time_cap_is_reported_as_such(tmp_path):

@@ -8,13 +8,11 @@ tf-keras, so our modules drop the variable right after importing TFX.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
-import shutil
-import tempfile
 from typing import Dict, List, Optional
 
+from tablegen_tf.tempdirs import private_tempdir
 from tfx_pipeline.config import PipelineConfig, for_kubeflow, kubeflow_image
 
 
@@ -33,28 +31,9 @@ def run_local(config: PipelineConfig, tracker=None) -> Dict:
 
     os.environ.pop("TF_USE_LEGACY_KERAS", None)
     pipeline = create_pipeline(config, metadata_config(config))
-    with private_tempdir():
+    with private_tempdir(prefix="tablegen-pipeline-"):
         reporting_dag_runner(tracker or StageTracker()).run(pipeline)
     return where_outputs_are(config)
-
-
-@contextlib.contextmanager
-def private_tempdir(prefix: str = "tablegen-pipeline-"):
-    """A temp dir for the run, removed after it. Beam's portable job service and stager, and TF
-    autograph, create temp dirs and files they never delete (~25 dirs per test run)."""
-    directory = tempfile.mkdtemp(prefix=prefix)
-    saved = tempfile.tempdir, os.environ.get("TMPDIR")
-    tempfile.tempdir = directory
-    os.environ["TMPDIR"] = directory  # Beam worker processes
-    try:
-        yield directory
-    finally:
-        tempfile.tempdir = saved[0]
-        if saved[1] is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = saved[1]
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def run_and_report(config: PipelineConfig, verbose: bool = False) -> int:
