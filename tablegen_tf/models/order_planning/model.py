@@ -244,10 +244,16 @@ class OrderPlanning(GenerationModel):
         # h' in the compute dtype (the state's), attention distributions and the gate float32
         arrays = {n: tf.TensorArray(state[0].dtype if n == "states" else tf.float32, size=steps) for n in names}
 
+        # Read per step from TensorArrays, not as x[t]: the gradient of x[t] is a zero-filled
+        # [T, ...] tensor at every step, summed by AddN over the steps (O(T^2) memory traffic;
+        # profiled: StridedSliceGrad + its AddNs ~10 % of a train step). Same values.
+        inputs = {n: tf.TensorArray(x.dtype, size=steps, element_shape=x.shape[1:]).unstack(x)
+                  for n, x in inputs.items()}
+
         def body(t, state, arrays):
-            h, state, traced = self._cell(memory, inputs["word_part"][t], inputs["gate_part"][t],
-                                          inputs["words"][t], inputs["content"][t] if "content" in inputs else None,
-                                          state)
+            h, state, traced = self._cell(memory, inputs["word_part"].read(t), inputs["gate_part"].read(t),
+                                          inputs["words"].read(t),
+                                          inputs["content"].read(t) if "content" in inputs else None, state)
             traced["states"] = h
             arrays = {n: a.write(t, traced.get(n, tf.zeros_like(traced["alpha"]) if n != "gate"
                                                else tf.zeros_like(traced["alpha"][:, 0])))
