@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, scatter_add_rows, smoothed_nll
+from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, scatter_rows, smoothed_nll
 from tablegen_tf.layers.testing import SIZES, make_train_step
 
 V = 6
@@ -51,10 +51,9 @@ def test_extended_distribution_folds_in_vocab_copies():
     np.testing.assert_allclose(out[0], expected, rtol=1e-5, atol=1e-7)
 
 
-def test_scatter_add_rows_adds_repeated_columns_up():
-    base = tf.constant([[10.0, 20.0, 30.0, 40.0], [1.0, 2.0, 3.0, 4.0]])
-    out = scatter_add_rows(base, tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), tf.constant([[0, 2, 0], [1, 1, 3]]))
-    np.testing.assert_allclose(out, [[14.0, 20.0, 32.0, 40.0], [1.0, 11.0, 3.0, 10.0]])
+def test_scatter_rows():
+    out = scatter_rows(tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), tf.constant([[0, 2, 0], [1, 1, 3]]), 4)
+    np.testing.assert_allclose(out, [[4.0, 0.0, 2.0, 0.0], [0.0, 9.0, 0.0, 6.0]])
 
 
 def test_layer_shapes():

@@ -22,7 +22,7 @@ slot V + i at its first occurrence i, whose logit sums the scores of every token
 the same text (eq. 16).  Training and step-wise decoding share one cell.
 
 Reused from ``tablegen_tf.layers``: ``lstm_gates`` and the unit forget bias of the LSTM
-decoder, ``scatter_add_rows`` (folding copy scores into vocabulary logits) and ``masked_mean`` of
+decoder, ``scatter_rows`` (segment-sum folding of copy scores) and ``masked_mean`` of
 joint copy.  Not reused: the fused input-feeding loop (``fused_loop``: its cell is Luong
 attention, not this dispatcher) and TBPTT (its carried state is (h~, h, c) of hidden
 size; this decoder also carries alpha_{t-1} over the table; E2E/WebNLG/WikiBio targets
@@ -44,7 +44,7 @@ from tablegen_tf.config import ConfigError
 from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
-from tablegen_tf.layers.joint_copy import masked_mean, scatter_add_rows
+from tablegen_tf.layers.joint_copy import masked_mean, scatter_rows
 from tablegen_tf.models.base import GenerationModel, dtype_policy_scope
 from tablegen_tf.models.order_planning.layers import (
     ContentAttention, CopyScores, DecoderCell, HybridGate, LinkAttention)
@@ -280,14 +280,13 @@ class OrderPlanning(GenerationModel):
         values = memory["record_value"]
         in_vocab = (values > UNK_ID) & memory["memory_mask"]
         flat = lambda x: tf.reshape(x, [batch * steps, num_tokens])  # noqa: E731
-        folded = scatter_add_rows(  # eq. 16-17: + the scores of every token of that in-vocabulary word
-            tf.reshape(vocab_logits, [batch * steps, self.word_vocab_size]),
-            flat(tf.where(in_vocab[:, None, :], scores, 0.0)),
-            flat(tf.broadcast_to(tf.where(in_vocab, values, 0)[:, None, :], tf.shape(scores))))
+        folded = scatter_rows(flat(tf.where(in_vocab[:, None, :], scores, 0.0)),
+                              flat(tf.broadcast_to(tf.where(in_vocab, values, 0)[:, None, :], tf.shape(scores))),
+                              self.word_vocab_size)  # eq. 16: sum over equal in-vocabulary words
         folded = tf.reshape(folded, [batch, steps, self.word_vocab_size])
         type_scores = tf.einsum("btj,bij->bti", scores, memory["oov_same"])  # eq. 16 for OOV words
         copy_only = tf.where(memory["oov_first"][:, None, :], type_scores, MASKED_LOGIT)
-        return tf.concat([folded, copy_only], -1)  # eq. 17
+        return tf.concat([vocab_logits + folded, copy_only], -1)  # eq. 17
 
     def token_nll(self, outputs, memory, target_out, copy_mask):
         """Per-token NLL [B,T] of eq. 18 (unmasked).  A label that is <unk> and an OOV word
