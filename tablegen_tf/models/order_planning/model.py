@@ -246,7 +246,8 @@ class OrderPlanning(GenerationModel):
 
         # Read per step from TensorArrays, not as x[t]: the gradient of x[t] is a zero-filled
         # [T, ...] tensor at every step, summed by AddN over the steps (O(T^2) memory traffic;
-        # profiled: StridedSliceGrad + its AddNs ~10 % of a train step). Same values.
+        # StridedSliceGrad was 3.5 % of a 128-unit E2E step, more for longer targets). The
+        # same gradients, bit for bit.
         inputs = {n: tf.TensorArray(x.dtype, size=steps, element_shape=x.shape[1:]).unstack(x)
                   for n, x in inputs.items()}
 
