@@ -49,9 +49,12 @@ OPENNMT_MODEL = {
 }
 
 
-def thread_env(peer: bool) -> dict:
+def thread_env(peer: bool, work: str = None) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS),
                TF_NUM_INTRAOP_THREADS=str(THREADS), TF_NUM_INTEROP_THREADS=str(THREADS))
+    if peer and work:
+        # torch keeps a compile cache in /tmp/torchinductor_<user> otherwise, left behind.
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "torchinductor")
     if peer:
         # libgomp spin-waits between the 2 OpenMP threads; on a host busier than its
         # cores that makes every small op ~100x slower (measured: 50 LSTM cells 5.5 s vs
@@ -142,12 +145,12 @@ def run_peer(work: str, data: str, args) -> dict:
     say("OpenNMT-py: training ...")
     train = run_json([PEER_PYTHON, driver, "--threads", str(THREADS), "train", "--config", config,
                       "--warmup", str(args.warmup), "--steps", str(args.steps)],
-                     thread_env(peer=True), "OpenNMT-py training", os.path.join(work, "opennmt-train.log"))
+                     thread_env(peer=True, work=work), "OpenNMT-py training", os.path.join(work, "opennmt-train.log"))
     model = os.path.join(run, f"model_step_{args.warmup + args.steps}.pt")
     say("OpenNMT-py: decoding ...")
     decode = run_json([PEER_PYTHON, driver, "--threads", str(THREADS), "decode", "--model", model,
                        "--src", os.path.join(data, "dev.src"), "--latency-repeats", str(args.latency_repeats)],
-                      thread_env(peer=True), "OpenNMT-py decoding", os.path.join(work, "opennmt-decode.log"))
+                      thread_env(peer=True, work=work), "OpenNMT-py decoding", os.path.join(work, "opennmt-decode.log"))
     return {"train": train, "decode": decode}
 
 
