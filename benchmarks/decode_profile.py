@@ -49,6 +49,27 @@ def op_events(xplane_path):
     return out
 
 
+def tally(logdir):
+    """The newest trace under ``logdir`` -> ({op type: us}, {node: us}, {op type: runs})."""
+    by_op, by_node, runs = collections.Counter(), collections.Counter(), collections.Counter()
+    for op, node, micros in op_events(sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]):
+        by_op[op] += micros
+        by_node[node] += micros
+        runs[op] += 1
+    return by_op, by_node, runs
+
+
+def print_top(by_op, by_node, runs, calls: int, unit: str, top: int, node_width: int = 90) -> None:
+    """The ``top`` op types and nodes of ``calls`` traced calls (tally's totals), per ``unit``."""
+    total = sum(by_op.values())
+    print(f"\n{'op type':34}{'ms/' + unit:>9}{'share':>8}{'runs/' + unit:>11}")
+    for op, micros in by_op.most_common(top):
+        print(f"{op:34}{micros / 1000 / calls:9.1f}{100 * micros / total:7.1f}%{runs[op] // calls:11,}")
+    print(f"\n{'node':{node_width}}{'ms/' + unit:>9}{'share':>8}")
+    for node, micros in by_node.most_common(top):
+        print(f"{node[-node_width:]:{node_width}}{micros / 1000 / calls:9.1f}{100 * micros / total:7.1f}%")
+
+
 def short_node(node: str) -> str:
     """The node's name in the function that defines it (inlining appends suffixes)."""
     return node.split("_tfg_inlined")[0].replace("indexed_case/", "")
@@ -98,25 +119,14 @@ def main() -> None:
         run(batch)
     traced = (time.perf_counter() - start) / len(batches)
     tf.profiler.experimental.stop()
-    events = op_events(sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1])
-    by_op, by_node, runs = collections.Counter(), collections.Counter(), collections.Counter()
-    for op, node, micros in events:
-        by_op[op] += micros
-        by_node[node] += micros
-        runs[op] += 1
+    by_op, by_node, runs = tally(logdir)
     total, n = sum(by_op.values()), len(batches)
     in_loop = sum(micros for node, micros in by_node.items() if "while/" in node)
     print(f"{args.signature}, beam {args.beam}, {n} calls of {args.batch} tables: {1000 * untraced:.0f} ms/call "
           f"untraced, {1000 * traced:.0f} traced; op time {total / 1000 / n:.0f} ms/call over "
           f"{sum(runs.values()) // n:,} op runs/call, {100 * in_loop / total:.0f} % in while loops "
           f"(trace: {logdir})")
-    print(f"\n{'op type':34}{'ms/call':>9}{'share':>8}{'runs/call':>11}")
-    for op, micros in by_op.most_common(args.top):
-        print(f"{op:34}{micros / 1000 / n:9.1f}{100 * micros / total:7.1f}%{runs[op] // n:11,}")
-    print(f"\n{'node':90}{'ms/call':>9}{'share':>8}")
-    for node, micros in by_node.most_common(args.top):
-        print(f"{node[-90:]:90}{micros / 1000 / n:9.1f}{100 * micros / total:7.1f}%")
-
+    print_top(by_op, by_node, runs, n, "call", args.top)
 
 if __name__ == "__main__":
     main()

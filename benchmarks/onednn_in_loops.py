@@ -28,8 +28,6 @@ batched search got slower, not faster (README, mixed precision).
 """
 
 import argparse
-import collections
-import glob
 import os
 import sys
 import tempfile
@@ -43,18 +41,14 @@ def matmul_kernels(function, argument, logdir):
     """-> {op type: (runs, ms)} of the matmul ops one traced call ran."""
     import tensorflow as tf
 
-    from decode_profile import op_events
+    from decode_profile import tally
 
     function(argument)  # trace and warm up outside the profile
     tf.profiler.experimental.start(logdir)
     function(argument).numpy()
     tf.profiler.experimental.stop()
-    runs, micros = collections.Counter(), collections.Counter()
-    for op, _, us in op_events(sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]):
-        if "MatMul" in op:
-            runs[op] += 1
-            micros[op] += us
-    return {op: (runs[op], micros[op] / 1000) for op in runs}
+    micros, _, runs = tally(logdir)
+    return {op: (runs[op], micros[op] / 1000) for op in runs if "MatMul" in op}
 
 
 def make_module(dtype):

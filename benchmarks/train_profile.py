@@ -17,8 +17,6 @@ every step (benchmarks/peers/README.md).
 """
 
 import argparse
-import collections
-import glob
 import os
 import sys
 import tempfile
@@ -28,37 +26,25 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from train_throughput import SIZES, ensure_data  # noqa: E402
+from train_throughput import SIZES, ensure_data, peer_values, train_step  # noqa: E402
 
-PEER = {"data.batch_size": 64, "model.name": "encdec-copy", "model.hidden_size": 256, "model.word_dim": 256,
-        "model.value_dim": 256, **SIZES["peer (1x256, emb 256, batch 64)"]}
+PEER = SIZES["peer (1x256, emb 256, batch 64)"]
 
 
 def profile(config, train_dir: str, warmup: int, steps: int, logdir: str):
-    """-> (per-step {op type: ms}, {node: ms}, {op type: runs}) of ``steps`` traced steps."""
+    """-> tally (decode_profile) of ``steps`` traced train steps."""
     import tensorflow as tf
 
-    from decode_profile import op_events
-    from tablegen_tf.training.trainer import Trainer
+    from decode_profile import tally
 
-    with tempfile.TemporaryDirectory() as out:
-        trainer = Trainer(config, out)
-        dataset = trainer.dataset(train_dir, training=True).repeat()
-        iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
-        step = trainer._train_step_fn()
+    with train_step(config, train_dir) as (step, iterator):
         for _ in range(warmup):
             step(iterator)
         tf.profiler.experimental.start(logdir)
         for _ in range(steps):
             step(iterator)[0].numpy()
         tf.profiler.experimental.stop()
-    by_type, by_node, runs = collections.Counter(), collections.Counter(), collections.Counter()
-    trace = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]
-    for op, node, micros in op_events(trace):
-        by_type[op] += micros / 1000 / steps
-        by_node[node] += micros / 1000 / steps
-        runs[op] += 1 / steps
-    return by_type, by_node, runs
+    return tally(logdir)
 
 
 def main() -> None:
@@ -75,26 +61,19 @@ def main() -> None:
     args = parser.parse_args()
     import tensorflow as tf
 
-    from tablegen_tf.config import load_config, parse_overrides
+    from decode_profile import print_top
+    from tablegen_tf.config import deep_merge, load_config, parse_overrides
 
     if args.sequential:
         tf.config.threading.set_inter_op_parallelism_threads(1)
     train_dir = ensure_data(args.data)
-    overrides = [] if args.plain else [f"{key}={value}" for key, value in PEER.items()]
-    values = parse_overrides(overrides + args.set)
-    values.setdefault("data", {}).update({"train": train_dir, "valid": None})
-    config = load_config(args.config, values)
+    base = {"data": {"train": train_dir, "valid": None}} if args.plain else peer_values(train_dir, PEER)
+    config = load_config(args.config, deep_merge(base, parse_overrides(args.set)))
     logdir = args.logdir or tempfile.mkdtemp(prefix="train-profile-")
-    by_type, by_node, runs = profile(config, train_dir, args.warmup, args.steps, logdir)
-    total = sum(by_type.values())
-    print(f"{args.steps} traced steps: op time {total:.1f} ms/step over {sum(runs.values()):,.0f} op runs/step "
-          f"(trace: {logdir})")
-    print(f"\n{'op type':34}{'ms/step':>9}{'share':>8}{'runs/step':>11}")
-    for op, ms in by_type.most_common(args.top):
-        print(f"{op:34}{ms:9.1f}{100 * ms / total:7.1f}%{runs[op]:11,.0f}")
-    print(f"\n{'node':100}{'ms/step':>9}{'share':>8}")
-    for node, ms in by_node.most_common(args.top):
-        print(f"{node[-100:]:100}{ms:9.1f}{100 * ms / total:7.1f}%")
+    by_op, by_node, runs = profile(config, train_dir, args.warmup, args.steps, logdir)
+    print(f"{args.steps} traced steps: op time {sum(by_op.values()) / 1000 / args.steps:.1f} ms/step over "
+          f"{sum(runs.values()) // args.steps:,} op runs/step (trace: {logdir})")
+    print_top(by_op, by_node, runs, args.steps, "step", args.top, node_width=100)
 
 
 if __name__ == "__main__":

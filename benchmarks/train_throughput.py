@@ -9,6 +9,7 @@ Target on this 2-core machine: >= 8,000 target tokens/s at the peer size.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -38,23 +39,33 @@ def ensure_data(data: str) -> str:
     return train
 
 
-def measure(train_dir: str, overrides: dict, steps: int, warmup: int) -> dict:
-    import tensorflow as tf
-
-    from tablegen_tf.config import load_config
-    from tablegen_tf.training.trainer import Trainer
-
+def peer_values(train_dir: str, overrides: dict) -> dict:
+    """Config values (over `--config e2e`) of the peer size plus ``overrides`` {"section.key": value}."""
     values = {"data": {"train": train_dir, "valid": None, "batch_size": 64},
               "model": {"name": "encdec-copy", "hidden_size": 256, "word_dim": 256, "value_dim": 256}}
     for dotted, value in overrides.items():
         section, key = dotted.split(".")
         values.setdefault(section, {})[key] = value
-    config = load_config("e2e", values)
+    return values
+
+
+@contextlib.contextmanager
+def train_step(config, train_dir: str):
+    """-> (the trainer's own train step, an iterator over the training records), in a temp run dir."""
+    from tablegen_tf.training.trainer import Trainer
+
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(config, out)
         dataset = trainer.dataset(train_dir, training=True).repeat()
-        iterator = iter(trainer.strategy.experimental_distribute_dataset(dataset))
-        step = trainer._train_step_fn()
+        yield trainer._train_step_fn(), iter(trainer.strategy.experimental_distribute_dataset(dataset))
+
+
+def measure(train_dir: str, overrides: dict, steps: int, warmup: int) -> dict:
+    import tensorflow as tf
+
+    from tablegen_tf.config import load_config
+
+    with train_step(load_config("e2e", peer_values(train_dir, overrides)), train_dir) as (step, iterator):
         for _ in range(warmup):
             step(iterator)
         tokens, start = 0, time.perf_counter()
