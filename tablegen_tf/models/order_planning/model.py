@@ -46,6 +46,7 @@ from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.joint_copy import masked_mean, scatter_rows
 from tablegen_tf.models.base import GenerationModel, dtype_policy_scope
+from tablegen_tf.models.order_planning.fused_loop import dispatcher_lstm_loop
 from tablegen_tf.models.order_planning.layers import (
     ContentAttention, CopyScores, DecoderCell, HybridGate, LinkAttention)
 from tablegen_tf.models.registry import register_model
@@ -74,6 +75,10 @@ class OrderPlanningConfig:
     # Keras dtype policy of every layer: float32 | mixed_bfloat16 (bf16 matmuls with float32
     # weights; attention distributions, softmaxes and the loss in float32).
     dtype: str = "float32"
+    # Training's time loop with the hand-written backward pass (fused_loop.py) where it
+    # applies (the full model: hybrid attention, self-adaptive gate, no field feedback,
+    # float32); otherwise, and when false, autodiff of the plain loop. Same maths.
+    fused_loop: bool = False
 
 
 @register_model("order-planning", config=OrderPlanningConfig, featurizer=TableFeaturizer,
@@ -84,7 +89,7 @@ class OrderPlanning(GenerationModel):
 
     def __init__(self, word_vocab_size, field_vocab_size, word_dim=400, field_dim=400, hidden_size=500,
                  attention="hybrid", copy=True, field_feedback="none", fixed_gate=None, l2=1e-6,
-                 dropout=0.0, **kwargs):
+                 dropout=0.0, fused_loop=False, **kwargs):
         super().__init__(**kwargs)  # incl. dtype: "float32" | "mixed_bfloat16" (all layers)
         _check(attention, copy, field_feedback, fixed_gate)
         self.word_vocab_size = word_vocab_size
@@ -98,6 +103,7 @@ class OrderPlanning(GenerationModel):
         self.fixed_gate = fixed_gate
         self.l2 = l2
         self.dropout = dropout
+        self.fused_loop = fused_loop
         self.uses_content = attention in ("hybrid", "content")
         self.uses_link = attention in ("hybrid", "link")
         with dtype_policy_scope(self.dtype_policy):
@@ -239,6 +245,8 @@ class OrderPlanning(GenerationModel):
                   "words": time_major(words)}
         if alpha_content is not None:
             inputs["content"] = time_major(alpha_content)
+        if self._fused(trace, inputs):
+            return self._fused_sequence(inputs, state, memory, training)
         steps = tf.shape(target_in)[1]
         names = ["states", "alpha"] + (["gate", "content", "link"] if trace else [])
         # h' in the compute dtype (the state's), attention distributions and the gate float32
@@ -265,6 +273,24 @@ class OrderPlanning(GenerationModel):
                                          maximum_iterations=steps)
         outputs = {n: time_major(a.stack()) for n, a in arrays.items()}
         outputs["states"] = self.embedding_dropout(outputs["states"], training=training)
+        return outputs, state
+
+    def _fused(self, trace, inputs):
+        """The hand-written backward pass applies (see OrderPlanningConfig.fused_loop)."""
+        return (self.fused_loop and not trace and self.attention == "hybrid" and self.fixed_gate is None
+                and self.field_feedback == "none" and "content" in inputs
+                and self.dtype_policy.compute_dtype == "float32")
+
+    def _fused_sequence(self, inputs, state, memory, training):
+        gate, cell = self.hybrid_gate, self.decoder_cell
+        weights = [tf.convert_to_tensor(w) for w in (gate.h_kernel, gate.f_kernel, cell.attention_kernel,
+                                                     cell.kernel, cell.bias)]
+        table = (memory["links"], memory["memory_mask"], memory["fields"], memory["memory"])
+        states, alpha, state = dispatcher_lstm_loop(inputs["word_part"], inputs["gate_part"], inputs["content"],
+                                                    tuple(state), weights, table)
+        time_major = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))  # noqa: E731
+        outputs = {"states": self.embedding_dropout(time_major(states), training=training),
+                   "alpha": time_major(alpha)}
         return outputs, state
 
     # === Output distribution (eq. 14-18) ===
@@ -368,7 +394,7 @@ class OrderPlanning(GenerationModel):
 
 
 CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "word_dim", "field_dim", "hidden_size", "attention", "copy",
-               "field_feedback", "fixed_gate", "l2", "dropout")
+               "field_feedback", "fixed_gate", "l2", "dropout", "fused_loop")
 
 
 def _check(attention, copy, field_feedback, fixed_gate):

@@ -200,3 +200,45 @@ def test_summary_images_show_attention_gate_and_link_matrix():
     assert {"hybrid_attention", "attention/table_0", "attention/table_1", "link_matrix"} <= set(images)
     assert images["hybrid_attention"].shape[:2] == (2, batch["target_in"].shape[1])
     assert all(len(image.shape) == 4 for image in images.values())
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_fused_loop_gradients_equal_autodiff_of_the_plain_loop(dropout):
+    """model.fused_loop: the same loss and the same gradient of every weight (and of the
+    final state, which TBPTT-style callers read) as autodiff of the plain loop."""
+    batch = random_batch(target_length=9)
+    results = []
+    for fused in (False, True):
+        model = _model(fused_loop=fused, dropout=dropout)
+        rng = np.random.default_rng(0)  # weights far from their initial values: attention not uniform,
+        for v in model.trainable_variables:  # the gate and the link matrix matter
+            v.assign(rng.normal(0.0, 0.7, v.shape))
+        with tf.GradientTape() as tape:
+            keras.utils.set_random_seed(1)  # the same dropout masks
+            predictions = model(batch, training=True)
+            memory = model.encode(batch)
+            outputs, final = model.decode_sequence(memory, batch["target_in"], model.initial_decoding_state(memory))
+            loss = model.compute_loss_from_batch(batch, training=True) + tf.reduce_sum(
+                final[0] * 0.3) + tf.reduce_sum(final[2] * tf.range(final[2].shape[-1], dtype=tf.float32))
+            loss += 0.1 * tf.reduce_sum(outputs["alpha"] * tf.random.stateless_normal(tf.shape(outputs["alpha"]), [1, 2]))
+        assert predictions["outputs"]["states"].shape[1] == 9
+        results.append((float(loss), [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)],
+                        [v.path for v in model.trainable_variables]))
+    (plain_loss, plain_grads, names), (fused_loss, fused_grads, fused_names) = results
+    assert names == fused_names
+    np.testing.assert_allclose(fused_loss, plain_loss, rtol=1e-5)
+    for name, a, b in zip(names, plain_grads, fused_grads):
+        assert np.abs(a).max() > 1e-4, name  # every weight takes part
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=1e-6 * np.abs(a).max(), err_msg=name)
+
+
+def test_fused_loop_applies_only_to_the_full_float32_model():
+    batch = random_batch()
+    assert _model(fused_loop=True)._fused(False, {"content": 1})
+    for overrides in ({"fixed_gate": 0.4}, {"field_feedback": "decoder_input"}, {"dtype": "mixed_bfloat16"},
+                      {"attention": "link"}):
+        model = _model(fused_loop=True, **overrides)
+        assert not model._fused(False, {"content": 1})
+        model(batch)  # the plain loop runs
+    assert not _model(fused_loop=True)._fused(True, {"content": 1})  # attention traces: the plain loop
+    assert _model(fused_loop=True).get_config()["fused_loop"] is True
