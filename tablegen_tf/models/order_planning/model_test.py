@@ -220,7 +220,8 @@ def test_fused_loop_gradients_equal_autodiff_of_the_plain_loop(dropout):
             outputs, final = model.decode_sequence(memory, batch["target_in"], model.initial_decoding_state(memory))
             loss = model.compute_loss_from_batch(batch, training=True) + tf.reduce_sum(
                 final[0] * 0.3) + tf.reduce_sum(final[2] * tf.range(final[2].shape[-1], dtype=tf.float32))
-            loss += 0.1 * tf.reduce_sum(outputs["alpha"] * tf.random.stateless_normal(tf.shape(outputs["alpha"]), [1, 2]))
+            noise = tf.random.stateless_normal(tf.shape(outputs["alpha"]), [1, 2])
+            loss += 0.1 * tf.reduce_sum(outputs["alpha"] * noise)
         assert predictions["outputs"]["states"].shape[1] == 9
         results.append((float(loss), [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)],
                         [v.path for v in model.trainable_variables]))
