@@ -52,14 +52,14 @@ OPENNMT_MODEL = {
 def thread_env(peer: bool, work: str = None) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(THREADS), MKL_NUM_THREADS=str(THREADS),
                TF_NUM_INTRAOP_THREADS=str(THREADS), TF_NUM_INTEROP_THREADS=str(THREADS))
-    if peer and work:
-        # torch keeps a compile cache in /tmp/torchinductor_<user> otherwise, left behind.
+    if not peer:
+        return env
+    # libgomp spin-waits between the 2 OpenMP threads; on a host busier than its
+    # cores that makes every small op ~100x slower (measured: 50 LSTM cells 5.5 s vs
+    # 0.3 s). Passive waiting is the peer's best setting, not a handicap.
+    env["OMP_WAIT_POLICY"] = "PASSIVE"
+    if work:  # torch keeps a compile cache in /tmp/torchinductor_<user> otherwise, left behind
         env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "torchinductor")
-    if peer:
-        # libgomp spin-waits between the 2 OpenMP threads; on a host busier than its
-        # cores that makes every small op ~100x slower (measured: 50 LSTM cells 5.5 s vs
-        # 0.3 s). Passive waiting is the peer's best setting, not a handicap.
-        env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
 
 
