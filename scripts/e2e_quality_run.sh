@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The E2E quality run (README "E2E quality run"), one command: the mixed ensemble chosen on
 # the carved selection split (order planning, Sha et al. 2018: a 128-unit model, a 256-unit
-# model and a 128-unit model on cleaned tables, one vocabulary, 6,000 steps each, ~45 min of
+# model and a 128-unit model on cleaned tables, one vocabulary, 6,000 steps each, ~35 min of
 # training on a quiet 2-core host), decoded with beam 5, the slot end gate (penalty 3) and
 # slot reranking W 20.
 #
