@@ -27,6 +27,14 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+PROFILES = os.path.join(ROOT, "runs", "profiles")
+
+
+def new_logdir(prefix: str) -> str:
+    """A new directory for a trace under runs/profiles (gitignored, kept for TensorBoard),
+    not in /tmp, where every run used to leave one."""
+    return tempfile.mkdtemp(prefix=f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-",
+                            dir=os.makedirs(PROFILES, exist_ok=True) or PROFILES)
 
 
 def op_events(xplane_path):
@@ -94,7 +102,7 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--calls", type=int, default=3, help="traced calls (one batch each)")
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--logdir", default=None, help="keep the trace here (TensorBoard --logdir)")
+    parser.add_argument("--logdir", default=None, help="keep the trace here (TensorBoard --logdir; default: a new directory under runs/profiles)")
     parser.add_argument("--sequential", action="store_true", help="one inter-op thread: op times add up")
     args = parser.parse_args()
     import tensorflow as tf
@@ -112,7 +120,7 @@ def main() -> None:
     for batch in batches:
         run(batch)
     untraced = (time.perf_counter() - start) / len(batches)
-    logdir = args.logdir or tempfile.mkdtemp(prefix="decode-profile-")
+    logdir = args.logdir or new_logdir("decode-profile")
     tf.profiler.experimental.start(logdir)
     start = time.perf_counter()
     for batch in batches:

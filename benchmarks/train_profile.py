@@ -19,7 +19,6 @@ every step (benchmarks/peers/README.md).
 import argparse
 import os
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -57,11 +56,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="traced steps")
     parser.add_argument("--sequential", action="store_true", help="one inter-op thread: op times add up")
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--logdir", default=None, help="where the trace goes (default: a new temp dir)")
+    parser.add_argument("--logdir", default=None, help="where the trace goes (default: a new directory under runs/profiles)")
     args = parser.parse_args()
     import tensorflow as tf
 
-    from decode_profile import print_top
+    from decode_profile import new_logdir, print_top
     from tablegen_tf.config import deep_merge, load_config, parse_overrides
 
     if args.sequential:
@@ -69,7 +68,7 @@ def main() -> None:
     train_dir = ensure_data(args.data)
     base = {"data": {"train": train_dir, "valid": None}} if args.plain else peer_values(train_dir, PEER)
     config = load_config(args.config, deep_merge(base, parse_overrides(args.set)))
-    logdir = args.logdir or tempfile.mkdtemp(prefix="train-profile-")
+    logdir = args.logdir or new_logdir("train-profile")
     by_op, by_node, runs = profile(config, train_dir, args.warmup, args.steps, logdir)
     print(f"{args.steps} traced steps: op time {sum(by_op.values()) / 1000 / args.steps:.1f} ms/step over "
           f"{sum(runs.values()) // args.steps:,} op runs/step (trace: {logdir})")
