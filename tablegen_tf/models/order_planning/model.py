@@ -240,11 +240,10 @@ class OrderPlanning(GenerationModel):
             # eq. 5-7 read only y_{t-1}: all steps at once, outside the loop
             alpha_content = self.content_attention(words, (memory["field_keys"], memory["content_keys"]),
                                                    memory["memory_mask"])
-        time_major = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))  # noqa: E731
-        inputs = {"word_part": time_major(word_part), "gate_part": time_major(gate_part),
-                  "words": time_major(words)}
+        inputs = {"word_part": _swap_batch_time(word_part), "gate_part": _swap_batch_time(gate_part),
+                  "words": _swap_batch_time(words)}
         if alpha_content is not None:
-            inputs["content"] = time_major(alpha_content)
+            inputs["content"] = _swap_batch_time(alpha_content)
         if self._fused(trace, inputs):
             return self._fused_sequence(inputs, state, memory, training)
         steps = tf.shape(target_in)[1]
@@ -271,7 +270,7 @@ class OrderPlanning(GenerationModel):
 
         _, state, arrays = tf.while_loop(lambda t, *_: t < steps, body, (tf.constant(0), tuple(state), arrays),
                                          maximum_iterations=steps)
-        outputs = {n: time_major(a.stack()) for n, a in arrays.items()}
+        outputs = {n: _swap_batch_time(a.stack()) for n, a in arrays.items()}
         outputs["states"] = self.embedding_dropout(outputs["states"], training=training)
         return outputs, state
 
@@ -288,9 +287,8 @@ class OrderPlanning(GenerationModel):
         table = (memory["links"], memory["memory_mask"], memory["fields"], memory["memory"])
         states, alpha, state = dispatcher_lstm_loop(inputs["word_part"], inputs["gate_part"], inputs["content"],
                                                     tuple(state), weights, table)
-        time_major = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))  # noqa: E731
-        outputs = {"states": self.embedding_dropout(time_major(states), training=training),
-                   "alpha": time_major(alpha)}
+        outputs = {"states": self.embedding_dropout(_swap_batch_time(states), training=training),
+                   "alpha": _swap_batch_time(alpha)}
         return outputs, state
 
     # === Output distribution (eq. 14-18) ===
@@ -406,6 +404,11 @@ def _check(attention, copy, field_feedback, fixed_gate):
         raise ConfigError("model.field_feedback=content_attention needs content attention (model.attention)")
     if fixed_gate is not None and (attention != "hybrid" or not 0.0 <= fixed_gate <= 1.0):
         raise ConfigError(f"model.fixed_gate={fixed_gate!r} needs model.attention=hybrid and 0 <= z <= 1")
+
+
+def _swap_batch_time(x):
+    """[B, T, ...] <-> [T, B, ...]."""
+    return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
 
 
 def _oov_types(values, texts, mask):
