@@ -33,8 +33,8 @@ PROFILES = os.path.join(ROOT, "runs", "profiles")
 def new_logdir(prefix: str) -> str:
     """A new directory for a trace under runs/profiles (gitignored, kept for TensorBoard),
     not in /tmp, where every run used to leave one."""
-    return tempfile.mkdtemp(prefix=f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-",
-                            dir=os.makedirs(PROFILES, exist_ok=True) or PROFILES)
+    os.makedirs(PROFILES, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-", dir=PROFILES)
 
 
 def op_events(xplane_path):
@@ -102,7 +102,8 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--calls", type=int, default=3, help="traced calls (one batch each)")
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--logdir", default=None, help="keep the trace here (TensorBoard --logdir; default: a new directory under runs/profiles)")
+    parser.add_argument("--logdir", default=None,
+                        help="keep the trace here (TensorBoard --logdir; default: a new directory under runs/profiles)")
     parser.add_argument("--sequential", action="store_true", help="one inter-op thread: op times add up")
     args = parser.parse_args()
     import tensorflow as tf
@@ -135,6 +136,7 @@ def main() -> None:
           f"{sum(runs.values()) // n:,} op runs/call, {100 * in_loop / total:.0f} % in while loops "
           f"(trace: {logdir})")
     print_top(by_op, by_node, runs, n, "call", args.top)
+
 
 if __name__ == "__main__":
     main()

@@ -56,7 +56,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10, help="traced steps")
     parser.add_argument("--sequential", action="store_true", help="one inter-op thread: op times add up")
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--logdir", default=None, help="where the trace goes (default: a new directory under runs/profiles)")
+    parser.add_argument("--logdir", default=None,
+                        help="where the trace goes (default: a new directory under runs/profiles)")
     args = parser.parse_args()
     import tensorflow as tf
 
