@@ -24,7 +24,7 @@ import tensorflow as tf
 from tablegen_tf.models.order_planning.layers import masked_softmax
 
 # The saved per-step tensors of the forward loop.
-_SAVED = ("xh", "i", "f", "g", "o", "c", "link", "alpha", "z", "v", "e", "x")
+_SAVED = ("xh", "i", "f", "g", "o", "c", "link", "alpha", "z", "v", "e")  # x_t is xh[..., :H]
 # The per-step gradients the reverse loop writes.
 _STEP_GRADS = ("dz", "dpre", "dgate", "dcontent", "dv", "de", "ds")
 
@@ -74,7 +74,7 @@ def _forward(inputs, state, weights, table):
         i, f, g, o = tf.sigmoid(i), tf.sigmoid(f), tf.tanh(g), tf.sigmoid(o)
         c = f * c + i * g
         h = o * tf.tanh(c)
-        values = dict(xh=xh, i=i, f=f, g=g, o=o, c=c, link=link, alpha=alpha, z=z, v=v, e=e, x=x, h=h)
+        values = dict(xh=xh, i=i, f=f, g=g, o=o, c=c, link=link, alpha=alpha, z=z, v=v, e=e, h=h)
         return t + 1, (h, c, alpha), {n: a.write(t, values[n]) for n, a in arrays.items()}
 
     _, final, arrays = tf.while_loop(lambda t, *_: t < steps, body, (0, tuple(state), arrays),
@@ -105,7 +105,7 @@ def _backward(inputs, state, weights, table, saved, d_states, d_alpha, d_final):
         dz = tf.concat([dc * g * i * (1 - i), dc * c_prev[t] * f * (1 - f), dc * i * (1 - g * g),
                         dh * tc * o * (1 - o)], -1)
         dx, dh_prev = tf.split(tf.matmul(dz, kernel_t), [hidden, hidden], axis=-1)
-        x = saved["x"][t]
+        x = saved["xh"][t, :, :hidden]
         dpre = dx * (1 - x * x)
         dv = tf.matmul(dpre, w_a_t)
         dalpha = d_alpha[t] + da + tf.linalg.matvec(table["memory"], dv)
