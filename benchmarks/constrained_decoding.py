@@ -13,9 +13,10 @@ constraint. Satisfaction of the rest is checked independently of the search's ow
 the output's tokens (resolved copies, before detokenization) against each constraint
 tokenized by the model's tokenizer: a phrase must appear as contiguous tokens. (Re-tokenizing
 the detokenized text would not do: "family - friendly" detokenizes to "family-friendly",
-which the text tokenizer keeps whole, so a met "family" would look missed.) Time: wall clock of the whole set after warm-up batches per
-setting, beam ``--beam``, the same batches; ``--legacy FILE`` also runs another
-``constrained_beam_search`` implementation (e.g. the previous one from git) for comparison.
+which the text tokenizer keeps whole, so a met "family" would look missed.) Time: wall clock
+of the whole set after warm-up batches per setting, beam ``--beam``, the same batches;
+``--legacy FILE`` also runs another ``constrained_beam_search`` implementation (e.g. the
+previous one from git) for comparison.
 """
 
 from __future__ import annotations

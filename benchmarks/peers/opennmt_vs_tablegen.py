@@ -124,7 +124,8 @@ def opennmt_config(data: str, run: str, steps: int) -> str:
 
     config = dict(OPENNMT_MODEL)
     config.update({
-        "data": {"corpus_1": {"path_src": os.path.join(data, "train.src"), "path_tgt": os.path.join(data, "train.tgt")}},
+        "data": {"corpus_1": {"path_src": os.path.join(data, "train.src"),
+                              "path_tgt": os.path.join(data, "train.tgt")}},
         "src_vocab": os.path.join(data, "src.vocab"), "tgt_vocab": os.path.join(data, "tgt.vocab"),
         "src_vocab_size": 50000, "tgt_vocab_size": 50000,  # our --max-words; E2E stays below it
         "save_data": run, "save_model": os.path.join(run, "model"),
@@ -227,7 +228,8 @@ def flops_fractions(args, sizes: dict, ours: dict, peer: dict) -> None:
           f"token as in benchmarks/flops_fraction.py (3 x forward, decoder side + attention memory):")
     for name, vocab, memory, rate in (
             ("tablegen", ours_vocab, stats["records"]["mean"], ours["train"]["tokens_per_second"]),
-            ("OpenNMT-py", sizes["tgt_vocab"] + 4, sizes["source_tokens_per_sentence"], peer["train"]["tokens_per_second"])):
+            ("OpenNMT-py", sizes["tgt_vocab"] + 4, sizes["source_tokens_per_sentence"],
+             peer["train"]["tokens_per_second"])):
         flops = 3 * sum(forward_flops_per_token(256, 256, vocab, memory, target_length).values())
         say(f"  {name:11} vocabulary {vocab:5d}, memory {memory:4.1f}: {flops / 1e6:5.2f} MFLOP/token x {rate:,} "
               f"tokens/s = {100 * rate * flops / peak:4.1f} % of peak")
@@ -286,7 +288,8 @@ def compare(args, work: str) -> None:
           f"tokens = words + end token, padding excluded, on both sides (same tokenizer): "
           f"{sizes['target_tokens_per_sentence']:.2f} per training sentence, "
           f"{peer['train']['target_tokens_per_sentence']:.2f} in OpenNMT-py's timed batches. Mean output words "
-          f"at beam 5: ours {ours['decode']['mean_output_words']:.1f}, OpenNMT-py {peer['decode']['mean_output_words']:.1f} "
+          f"at beam 5: ours {ours['decode']['mean_output_words']:.1f}, "
+          f"OpenNMT-py {peer['decode']['mean_output_words']:.1f} "
           f"(both models trained only {args.warmup + args.steps} steps: speed, not quality)")
     report(ours, peer)
     if not args.no_flops:
