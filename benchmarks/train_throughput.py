@@ -5,7 +5,15 @@ Two sizes: the reference peer (1-layer 256 LSTM decoder with input feeding,
 Uses the trainer's own train step on the real E2E training records.
 
     .venv/bin/python benchmarks/train_throughput.py [--steps 150] [--data runs/data/e2e]
-Target on this 2-core machine: >= 8,000 target tokens/s at the peer size.
+    .venv/bin/python benchmarks/train_throughput.py --interleave [--blocks 8 --block-steps 25]
+
+Target on this 2-core machine: >= 8,000 target tokens/s at the peer size. ``--interleave``
+answers "how much slower is the 2-layer default than the 1-layer peer size" (issue 15: at
+most 1.3x) on a host whose speed drifts by 15-20 % within minutes: both train steps are
+built in ONE process and run in alternating blocks of steps, so drift hits both alike; it
+prints each size's median block rate, the ratio of the medians, the range of the per-pair
+ratios, and the analytic FLOP ratio (benchmarks/flops_fraction.py's count) for scale.
+About 4 minutes with the defaults.
 """
 
 import argparse
@@ -77,14 +85,76 @@ def measure(train_dir: str, overrides: dict, steps: int, warmup: int) -> dict:
             "threads": tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()}
 
 
+def timed_block(step, iterator, steps: int):
+    """-> (target tokens, seconds) of ``steps`` train steps."""
+    tokens, start = 0, time.perf_counter()
+    for _ in range(steps):
+        tokens += int(step(iterator)[1])  # (loss, global tokens, example ids)
+    return tokens, time.perf_counter() - start
+
+
+def interleaved(train_dir: str, names, blocks: int, block_steps: int, warmup: int) -> dict:
+    """-> {size name: [(tokens, seconds) per block]}: the sizes' train steps side by side in this process,
+    run in alternating blocks (the order flips every round, so neither always goes first)."""
+    from tablegen_tf.config import load_config
+
+    with contextlib.ExitStack() as stack:
+        steps = {name: stack.enter_context(train_step(load_config("e2e", peer_values(train_dir, SIZES[name])),
+                                                      train_dir))
+                 for name in names}
+        for step, iterator in steps.values():
+            timed_block(step, iterator, warmup)
+        blocks_run = {name: [] for name in names}
+        for block in range(blocks):
+            for name in (names if block % 2 == 0 else names[::-1]):
+                blocks_run[name].append(timed_block(*steps[name], block_steps))
+        return blocks_run
+
+
+def flop_ratio(train_dir: str) -> float:
+    """Analytic training FLOPs per target token, 2 layers / 1 layer, at the benchmark's sizes
+    (flops_fraction's count: a layer l > 1 adds its recurrent matmul [h^{l-1}; h^l] U_l)."""
+    from flops_fraction import forward_flops_per_token
+
+    stats = json.load(open(os.path.join(train_dir, "stats.json")))
+    vocab = sum(1 for _ in open(os.path.join(train_dir, "vocab", "words.txt"), encoding="utf-8"))
+    target_length = stats["target_tokens"]["mean"] + 1  # + </s>
+    one = sum(forward_flops_per_token(256, 256, vocab, stats["records"]["mean"], target_length).values())
+    return (one + 2 * 2 * 256 * 4 * 256) / one
+
+
+def print_interleaved(train_dir: str, blocks: int, block_steps: int, warmup: int) -> None:
+    import statistics
+
+    one, two = "peer (1x256, emb 256, batch 64)", "family default (2x256)"
+    runs = interleaved(train_dir, [one, two], blocks, block_steps, warmup)
+    rates = {name: [tokens / seconds for tokens, seconds in values] for name, values in runs.items()}
+    overall = {name: sum(t for t, _ in values) / sum(s for _, s in values) for name, values in runs.items()}
+    for name, values in rates.items():
+        print(f"encdec-copy {name}: {overall[name]:,.0f} target tokens/s over {blocks} blocks of {block_steps} "
+              f"steps (block median {statistics.median(values):,.0f}, range {min(values):,.0f}-{max(values):,.0f})")
+    pairs = [a / b for a, b in zip(rates[one], rates[two])]
+    medians = statistics.median(rates[one]) / statistics.median(rates[two])
+    print(f"2-layer slowdown (1-layer / 2-layer tokens/s): {overall[one] / overall[two]:.2f}x overall, "
+          f"{medians:.2f}x of the block medians, {min(pairs):.2f}-{max(pairs):.2f}x block by block; "
+          f"analytic FLOP ratio {flop_ratio(train_dir):.2f}x; target <= 1.3x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=os.path.join(ROOT, "runs", "data", "e2e"))
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--size", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--interleave", action="store_true",
+                        help="the 1-layer and 2-layer sizes in one process, alternating blocks of steps")
+    parser.add_argument("--blocks", type=int, default=8, help="--interleave: blocks per size")
+    parser.add_argument("--block-steps", type=int, default=25, help="--interleave: train steps per block")
     args = parser.parse_args()
     train_dir = ensure_data(args.data)
+    if args.interleave:
+        print_interleaved(train_dir, args.blocks, args.block_steps, args.warmup)
+        return
     if args.size:  # child process: one size, so peak memory is per size
         result = measure(train_dir, SIZES[args.size], args.steps, args.warmup)
         result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
