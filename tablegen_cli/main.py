@@ -7,9 +7,12 @@ is instant and a failing optional component never breaks the others.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
+import signal
 import sys
+import threading
 from typing import List, Optional
 
 from tablegen_cli import workers
@@ -721,8 +724,6 @@ def _log_file(args) -> Optional[str]:
 
 
 def _run_quietly(args, extra: List[str]) -> int:
-    import contextlib
-
     from tablegen_tf import logs
 
     log_file = _log_file(args)
@@ -735,6 +736,33 @@ def _run_quietly(args, extra: List[str]) -> int:
     return code
 
 
+class Terminated(SystemExit):
+    """SIGTERM reached the command (``except Exception`` blocks let it through)."""
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """While the command runs, SIGTERM (a scheduler, `kill`, a pod's shutdown) raises
+    ``Terminated`` in the main thread, so ``finally`` blocks run: the private temp dir is
+    removed and the logs are closed; by default the process would die on the spot. Training
+    resumes from its last checkpoint either way. Commands with handlers of their own
+    (`serve`, the workers' launcher) replace this one; the previous handler is restored."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+        raise Terminated(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -742,8 +770,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         # Beam and autograph litter the temp dir (a Beam dir per prepare): a private one, removed.
-        with private_tempdir():
+        with _stop_on_sigterm(), private_tempdir():
             return _run(parser, args, extra, argv)
+    except Terminated as stopped:
+        print(f"tablegen {args.command}: stopped by SIGTERM", file=sys.stderr)
+        return stopped.code
     except BrokenPipeError:
         # The reader went away (`tablegen models | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -79,6 +79,8 @@ def worker_argv(argv: List[str], index: int) -> List[str]:
 
 
 def _describe_exit(code: int) -> str:
+    if code == 128 + signal.SIGTERM:  # tablegen_cli.main's clean exit on SIGTERM
+        return "was stopped by SIGTERM"
     if code < 0:
         try:
             return f"was killed by {signal.Signals(-code).name}"

@@ -29,3 +29,9 @@ def test_workers_run_the_same_command_without_workers_as_multi_worker_mirrored()
     assert chief[:3] == [sys.executable, "-m", "tablegen_cli.main"]
     assert chief[3:] == ["train", "--config", "e2e", "--out", "o", "--set", "train.strategy=multi_worker_mirrored"]
     assert other == chief + ["--no-progress"]
+
+
+def test_a_worker_stopped_by_sigterm_is_described_as_such():
+    assert workers._describe_exit(143) == "was stopped by SIGTERM"  # tablegen's clean exit on SIGTERM
+    assert workers._describe_exit(-9) == "was killed by SIGKILL"
+    assert workers._describe_exit(1) == "exited with code 1"

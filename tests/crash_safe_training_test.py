@@ -1,6 +1,7 @@
 """Crash-safe training: SIGKILL at random moments, then the same command resumes and ends
-with the same weights, bitwise, as an uninterrupted seeded run; an unreadable latest
-checkpoint falls back to the previous one with a warning.
+with the same weights, bitwise, as an uninterrupted seeded run; SIGTERM stops it cleanly
+(exit 143, its temp dir removed) and it resumes; an unreadable latest checkpoint falls back
+to the previous one with a warning.
 
 Why bitwise holds: the training checkpoint holds the weights, the optimizer slots, the
 dropout seed generators' states, the step, the early-stopping counter and the last
@@ -61,6 +62,26 @@ def _final_variables(out):
     reader = tf.train.load_checkpoint(os.path.join(out, "checkpoints"))
     names = sorted(n for n in reader.get_variable_to_shape_map() if n.startswith(("model.", "optimizer.", "rng.")))
     return {name: reader.get_tensor(name) for name in names}
+
+
+@pytest.mark.slow
+def test_sigterm_stops_training_cleanly_and_the_run_resumes(data_dir, tmp_path):  # noqa: F811
+    out, temp = str(tmp_path / "run"), tmp_path / "tmp"
+    temp.mkdir()
+    process = subprocess.Popen(_train_command(data_dir, out), env={**_environment(), "TMPDIR": str(temp)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while process.poll() is None and time.time() < deadline and _newest_checkpoint_step(out) == 0:
+        time.sleep(0.05)
+    assert process.poll() is None, "training ended before it could be stopped: raise MAX_STEPS"
+    assert os.listdir(temp), "the command's private temp dir is not under TMPDIR"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 143, stderr[-3000:]
+    assert "tablegen train: stopped by SIGTERM" in stderr
+    assert os.listdir(temp) == []  # Beam's and autograph's files went with the private dir
+    _train_to_the_end(data_dir, out)
+    assert _newest_checkpoint_step(out) == MAX_STEPS
 
 
 @pytest.mark.slow
