@@ -10,10 +10,11 @@ Uses the trainer's own train step on the real E2E training records.
 Target on this 2-core machine: >= 8,000 target tokens/s at the peer size. ``--interleave``
 answers "how much slower is the 2-layer default than the 1-layer peer size" (issue 15: at
 most 1.3x) on a host whose speed drifts by 15-20 % within minutes: both train steps are
-built in ONE process and run in alternating blocks of steps, so drift hits both alike; it
-prints each size's median block rate, the ratio of the medians, the range of the per-pair
-ratios, and the analytic FLOP ratio (benchmarks/flops_fraction.py's count) for scale.
-About 4 minutes with the defaults.
+built in ONE process and run in alternating blocks of steps over the same batches, so drift
+hits both alike; it prints each size's rate over all blocks and its block median, the
+slowdown overall, of the block medians and block by block, and the analytic FLOP ratio
+(benchmarks/flops_fraction.py's count) for scale. About 2 minutes with the defaults (8
+blocks a size; the figures in benchmarks/peers/README.md used 16, about 3.5 minutes).
 """
 
 import argparse
