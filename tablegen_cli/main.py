@@ -140,8 +140,8 @@ def _run_prepare(args, beam_args: List[str]) -> int:
         return 2
     progress.close()
     print(prepare.summary_line(counts), flush=True)
-    print(f"{format_duration(counts['seconds'])} ({format_rate(counts['read'] / max(counts['seconds'], 1e-9))} rows/s); "
-          f"records in {config.output}", flush=True)
+    rate = format_rate(counts['read'] / max(counts['seconds'], 1e-9))
+    print(f"{format_duration(counts['seconds'])} ({rate} rows/s); records in {config.output}", flush=True)
     return 0
 
 
@@ -371,7 +371,8 @@ def _add_evaluate(subparsers) -> None:
         description=(
             "BLEU-4 is sacrebleu's on detokenized text with all references (E2E setting: "
             "lowercased, 13a tokenization); for WebNLG also bleu_webnlg, the 2017 challenge's BLEU "
-            "(lowercased, split at every non-word character, multi-bleu.perl); NIST-4 as mteval-v13a computes it; ROUGE-4 / ROUGE-L "
+            "(lowercased, split at every non-word character, multi-bleu.perl); NIST-4 as mteval-v13a "
+            "computes it; ROUGE-4 / ROUGE-L "
             "(rouge-score, best reference); fact metrics: precision of stated numbers/names against the "
             "table and the hallucination rate; slot error rate (missed + wrong + added values over slots) "
             "for E2E-style tables; content-plan precision/recall/order for corpora with plans; per-token "
