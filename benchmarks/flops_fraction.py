@@ -23,12 +23,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
+# Its part of forward_flops_per_token: a stacked layer l > 1 adds one more ([h^{l-1}; h^l] U_l).
+RECURRENT = "recurrent ([h~; h] U)"
+
+
+def corpus_sizes(train_dir: str):
+    """-> (vocabulary size, mean records per table, mean target tokens + </s>) of a prepared
+    training directory (its vocab/words.txt and stats.json)."""
+    stats = json.load(open(os.path.join(train_dir, "stats.json")))
+    vocab = sum(1 for _ in open(os.path.join(train_dir, "vocab", "words.txt"), encoding="utf-8"))
+    return vocab, stats["records"]["mean"], stats["target_tokens"]["mean"] + 1
+
+
 def forward_flops_per_token(hidden: int, word_dim: int, vocab: int, records: float, target_length: float) -> dict:
     """Multiply-adds x 2 of one target token (Luong input-feeding decoder + joint copy)."""
     h, e = hidden, word_dim
     per_token = {
         "input gates (emb W_x)": 2 * e * 4 * h,
-        "recurrent ([h~; h] U)": 2 * 2 * h * 4 * h,
+        RECURRENT: 2 * 2 * h * 4 * h,
         "attention scores + context": 2 * 2 * records * h,
         "attentional vector ([c; h] W_c)": 2 * 2 * h * h,
         "vocabulary projection": 2 * h * vocab,
@@ -75,10 +87,7 @@ def main() -> None:
     import train_throughput
 
     train_dir = train_throughput.ensure_data(args.data)
-    stats = json.load(open(os.path.join(train_dir, "stats.json")))
-    vocab = sum(1 for _ in open(os.path.join(train_dir, "vocab", "words.txt"), encoding="utf-8"))
-    records = stats["records"]["mean"]
-    target_length = stats["target_tokens"]["mean"] + 1  # + </s>
+    vocab, records, target_length = corpus_sizes(train_dir)
     sizes = {"model.num_layers": 1, "model.hidden_size": args.hidden, "model.word_dim": args.hidden,
              "model.value_dim": args.hidden}
     result = train_throughput.measure(train_dir, sizes, args.steps, warmup=30)

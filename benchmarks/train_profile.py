@@ -25,9 +25,9 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from train_throughput import SIZES, ensure_data, peer_values, train_step  # noqa: E402
+from train_throughput import PEER_SIZE, SIZES, ensure_data, peer_values, train_step  # noqa: E402
 
-PEER = SIZES["peer (1x256, emb 256, batch 64)"]
+PEER = SIZES[PEER_SIZE]
 
 
 def profile(config, train_dir: str, warmup: int, steps: int, logdir: str):

@@ -28,9 +28,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEER_SIZE, DEFAULT_SIZE = "peer (1x256, emb 256, batch 64)", "family default (2x256)"
 SIZES = {
-    "peer (1x256, emb 256, batch 64)": {"model.num_layers": 1},
-    "family default (2x256)": {"model.num_layers": 2},
+    PEER_SIZE: {"model.num_layers": 1},
+    DEFAULT_SIZE: {"model.num_layers": 2},
     # bf16 matmuls, float32 weights and loss: oneDNN runs them on AMX / AVX512-BF16 where the
     # CPU has them (slower without); the dtype a user picks with --set model.dtype=...
     "peer, mixed_bfloat16": {"model.num_layers": 1, "model.dtype": "mixed_bfloat16"},
@@ -115,19 +116,17 @@ def interleaved(train_dir: str, names, blocks: int, block_steps: int, warmup: in
 def flop_ratio(train_dir: str) -> float:
     """Analytic training FLOPs per target token, 2 layers / 1 layer, at the benchmark's sizes
     (flops_fraction's count: a layer l > 1 adds its recurrent matmul [h^{l-1}; h^l] U_l)."""
-    from flops_fraction import forward_flops_per_token
+    from flops_fraction import RECURRENT, corpus_sizes, forward_flops_per_token
 
-    stats = json.load(open(os.path.join(train_dir, "stats.json")))
-    vocab = sum(1 for _ in open(os.path.join(train_dir, "vocab", "words.txt"), encoding="utf-8"))
-    target_length = stats["target_tokens"]["mean"] + 1  # + </s>
-    one = sum(forward_flops_per_token(256, 256, vocab, stats["records"]["mean"], target_length).values())
-    return (one + 2 * 2 * 256 * 4 * 256) / one
+    parts = forward_flops_per_token(256, 256, *corpus_sizes(train_dir))
+    one = sum(parts.values())
+    return (one + parts[RECURRENT]) / one
 
 
 def print_interleaved(train_dir: str, blocks: int, block_steps: int, warmup: int) -> None:
     import statistics
 
-    one, two = "peer (1x256, emb 256, batch 64)", "family default (2x256)"
+    one, two = PEER_SIZE, DEFAULT_SIZE
     runs = interleaved(train_dir, [one, two], blocks, block_steps, warmup)
     rates = {name: [tokens / seconds for tokens, seconds in values] for name, values in runs.items()}
     overall = {name: sum(t for t, _ in values) / sum(s for _, s in values) for name, values in runs.items()}

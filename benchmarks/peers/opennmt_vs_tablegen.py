@@ -33,7 +33,7 @@ ALIGNED = os.path.join(ROOT, "..", "shared", "data", "e2e", "aligned")
 DEFAULT_THREADS = 2
 THREADS = DEFAULT_THREADS  # of both sides; --threads sets it for both
 say = functools.partial(print, flush=True)  # the console; main() points it past logs.session's capture
-PEER_SIZE = "peer (1x256, emb 256, batch 64)"  # the size key of train_throughput.py
+from train_throughput import PEER_SIZE  # noqa: E402  (its size key; stdlib-only at import)
 # The sizes of train_throughput.py's peer size, in OpenNMT-py options (hidden_size 256 with
 # brnn = 2 x 128 directions concatenated, as OpenNMT-py users set it).
 OPENNMT_MODEL = {
@@ -216,10 +216,9 @@ def report(ours: dict, peer: dict) -> None:
 def flops_fractions(args, sizes: dict, ours: dict, peer: dict) -> None:
     """Achieved fraction of this machine's matmul peak in training (flops_fraction.py's
     analytic FLOPs per target token, each side with its own vocabulary and memory length)."""
-    from flops_fraction import forward_flops_per_token
+    from flops_fraction import corpus_sizes, forward_flops_per_token
 
-    stats = json.load(open(os.path.join(args.data, "train", "stats.json")))
-    ours_vocab = sum(1 for _ in open(os.path.join(args.data, "train", "vocab", "words.txt"), encoding="utf-8"))
+    ours_vocab, ours_records, _ = corpus_sizes(os.path.join(args.data, "train"))
     target_length = sizes["target_tokens_per_sentence"]
     # In a child: this process's TensorFlow already runs with the default thread pools.
     peak = run_json([sys.executable, __file__, "--matmul-peak"], thread_env(peer=False), "matmul peak",
@@ -227,7 +226,7 @@ def flops_fractions(args, sizes: dict, ours: dict, peer: dict) -> None:
     say(f"\nfloat32 matmul peak ({THREADS} threads, TF): {peak / 1e9:.1f} GFLOP/s; training FLOPs per target "
           f"token as in benchmarks/flops_fraction.py (3 x forward, decoder side + attention memory):")
     for name, vocab, memory, rate in (
-            ("tablegen", ours_vocab, stats["records"]["mean"], ours["train"]["tokens_per_second"]),
+            ("tablegen", ours_vocab, ours_records, ours["train"]["tokens_per_second"]),
             ("OpenNMT-py", sizes["tgt_vocab"] + 4, sizes["source_tokens_per_sentence"],
              peer["train"]["tokens_per_second"])):
         flops = 3 * sum(forward_flops_per_token(256, 256, vocab, memory, target_length).values())
