@@ -25,6 +25,14 @@ def test_ptb_escapes_clitics_and_abbreviations():
     ]
 
 
+def test_a_price_range_splits_as_the_e2e_aligned_files_write_it_other_ranges_stay_whole():
+    assert tokenize_batch(["£20-25", "£ 20 - 25", "costs €3.50-4, $1,000-2,000."]) == [
+        ["£", "20", "-", "25"], ["£", "20", "-", "25"], ["costs", "€", "3.50", "-", "4", ",", "$", "1,000", "-", "2,000", "."]]
+    assert tokenize_batch(["born 1969-09-07, won 3-2, co-wrote"])[0] == ["born", "1969-09-07", ",", "won", "3-2", ",",
+                                                                         "co-wrote"]
+    assert detokenize_batch(tokenize_batch(["It costs £20-25."])) == ["It costs £20-25."]
+
+
 def test_lowercase_policy():
     assert tokenize_batch(["The Vaults"], TokenizerConfig(lowercase=True))[0] == ["the", "vaults"]
     assert tokenize_batch(["The Vaults"])[0] == ["The", "Vaults"]

@@ -202,6 +202,21 @@ def test_real_aligned_valid_matches_csv_field_names_and_groups():
 
 
 @needs_shared
+@needs_shared
+def test_real_dev_values_tokenize_as_the_aligned_training_values():
+    # The model sees dev, test and served tables in the CSV's spelling ("£20-25") and learns
+    # from the aligned files' ("£ 20 - 25"): every dev value must give tokens training has.
+    from tablegen_tf.inference import read_inputs
+    from tablegen_tf.tokenizer import tokenize_batch
+
+    def forms(format_name, path, split):
+        items = sorted({(i.field, i.value) for t in read_inputs(format_name, path, split)[0] for i in t.items})
+        return {(field, " ".join(tokens)) for (field, _), tokens in zip(items, tokenize_batch([v for _, v in items]))}
+
+    train = forms("e2e-aligned", str(SHARED / "aligned"), "train")
+    assert forms("e2e", str(SHARED / "devset.csv"), "valid") <= train
+
+
 def test_real_aligned_train_count():
     out = _read(E2EAlignedReader(), SHARED / "aligned", split="train")
     assert len(out) == 42061 and all(isinstance(t, RawTable) for t in out)
