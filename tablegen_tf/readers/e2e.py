@@ -176,10 +176,10 @@ def parse_mr(mr: str) -> Tuple[List[RawItem], str]:
 
 
 class E2ECsvReader(FormatReader):
-    """Official CSV with header ``mr,ref``; raw (untokenized) references. A CSV with an
-    ``mr`` column only (the challenge's test set as released, ``testset.csv``) gives tables
-    without references: enough for `tablegen generate`, and `prepare` / `evaluate` say they
-    need references."""
+    """Official CSV with header ``mr,ref``; raw (untokenized) references. On the test split a
+    CSV with an ``mr`` column only (the challenge's test set as released, ``testset.csv``)
+    gives tables without references: enough for `tablegen generate`; `evaluate` says it needs
+    references."""
 
     name = "e2e"
 
@@ -192,13 +192,13 @@ class E2ECsvReader(FormatReader):
                 raise InputError(f"E2E directory {path} has no {' / '.join(names)}")
             path = found[0]
         with _open_csv(path) as f:
-            _columns(next(csv.reader(f), []), path)
+            _columns(next(csv.reader(f), []), path, split)
         return [path]
 
     def read(self, unit: str, split: str) -> Iterator[Parsed]:
         with _open_csv(unit) as f:
             reader = csv.reader(f)
-            mr_col, ref_col, width = _columns(next(reader, []), unit)
+            mr_col, ref_col, width = _columns(next(reader, []), unit, split)
             previous, index = reader.line_num, 0
             while True:
                 try:
@@ -244,10 +244,11 @@ def _open_csv(path: str):
     return open(path, newline="", encoding="utf-8-sig", errors="surrogateescape")
 
 
-def _columns(header: List[str], path: str) -> Tuple[int, Optional[int], int]:
-    """(mr column, ref column or None when the CSV has no references, columns)."""
+def _columns(header: List[str], path: str, split: str) -> Tuple[int, Optional[int], int]:
+    """(mr column, ref column or None, columns). Only a test split may lack references (the
+    challenge's test set as released); for train and valid a missing `ref` is schema drift."""
     names = [h.strip().lower() for h in header]
-    if "mr" not in names:
-        raise InputError(f"{path}: CSV header must name an 'mr' column (and 'ref' for references), "
-                         f"got {header}")
+    if "mr" not in names or ("ref" not in names and split != "test"):
+        raise InputError(f"{path}: CSV header must name columns 'mr' and 'ref', got {header} "
+                         "(a CSV of MRs only, like the challenge's testset.csv, is read as a test split)")
     return names.index("mr"), names.index("ref") if "ref" in names else None, len(names)

@@ -166,6 +166,8 @@ def test_a_csv_without_a_ref_column_gives_tables_without_references(tmp_path):
 
     tables, rejected = read_inputs("e2e", str(tmp_path / "testset.csv"), "test")
     assert len(tables) == 2 and not rejected  # merged by MR, as `tablegen generate` reads them
+    with pytest.raises(InputError, match="read as a test split"):  # train / valid need references
+        _read(E2ECsvReader(), tmp_path / "testset.csv", split="valid")
     assert len(build(tables, TokenizerConfig())[0]) == 2
     examples, rejected = build(tables, TokenizerConfig(), needs_text=True)  # what prepare needs
     assert not examples and rejected[0].reason == "missing text: no target tokens"
@@ -177,7 +179,7 @@ def test_input_errors(tmp_path):
     with pytest.raises(InputError, match="devset.csv"):
         E2ECsvReader().input_units(str(tmp_path), "valid")
     _write(tmp_path / "devset.csv", ["name[x],a ref"])
-    with pytest.raises(InputError, match="header must name an 'mr' column"):
+    with pytest.raises(InputError, match="header must name columns 'mr' and 'ref'"):
         E2ECsvReader().input_units(str(tmp_path / "devset.csv"), "valid")
     with pytest.raises(InputError, match="src_valid.txt"):
         E2EAlignedReader().input_units(str(tmp_path), "valid")
