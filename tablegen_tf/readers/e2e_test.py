@@ -204,7 +204,6 @@ def test_real_aligned_valid_matches_csv_field_names_and_groups():
 
 
 @needs_shared
-@needs_shared
 def test_real_dev_values_tokenize_as_the_aligned_training_values():
     # The model sees dev, test and served tables in the CSV's spelling ("£20-25") and learns
     # from the aligned files' ("£ 20 - 25"): every dev value must give tokens training has.
@@ -219,6 +218,7 @@ def test_real_dev_values_tokenize_as_the_aligned_training_values():
     assert forms("e2e", str(SHARED / "devset.csv"), "valid") <= train
 
 
+@needs_shared
 def test_real_aligned_train_count():
     out = _read(E2EAlignedReader(), SHARED / "aligned", split="train")
     assert len(out) == 42061 and all(isinstance(t, RawTable) for t in out)
