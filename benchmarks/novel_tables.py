@@ -27,6 +27,7 @@ import tempfile
 from typing import Dict, List, Sequence, Set, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # tablegen_tf, when run as a script
 DATA = os.path.join(ROOT, "..", "shared", "data", "e2e")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The official CSV's attribute names, in its order (our readers normalise them).
@@ -42,7 +43,6 @@ def csv_value(value: str) -> str:
 def inventory(train_dir: str, dev_csv: str) -> Tuple[Dict[str, collections.Counter], Set[str]]:
     """Per attribute (normalised name), its values and how many train MRs have each; the
     keys of every train and dev MR."""
-    sys.path.insert(0, ROOT)
     from tablegen_tf.inference import read_inputs
     from tablegen_tf.readers.e2e import RawItem, mr_key
 
@@ -98,13 +98,10 @@ def examples_of(table_csv: str):
 
 
 def scores(texts: Sequence[str], examples: Sequence) -> Dict[str, float]:
-    """Slot errors and hallucination as `tablegen evaluate` computes them, without references."""
-    from tablegen_tf.metrics import fact_scores, slot_scores
-    from tablegen_tf.tokenizer import tokenize_batch
+    """Slot errors and hallucination as `tablegen evaluate` computes them, and words per text."""
+    from tablegen_tf.inference import table_scores
 
-    result = dict(slot_scores(list(texts), [(e.fields, e.values) for e in examples]))
-    facts = fact_scores(tokenize_batch(list(texts)), [e.values for e in examples], [e.fields for e in examples])
-    result["hallucination"] = facts["hallucination_rate"]
+    result = table_scores(examples, texts)
     result["words"] = sum(len(t.split()) for t in texts) / max(len(texts), 1)
     return result
 
@@ -155,7 +152,7 @@ def report(texts: List[str], tables: List[List[Tuple[str, str]]], examples: Sequ
         slots = s.get("num_slots", 0)
         print(f"{label:>10} {len(indices):>5} {100 * s.get('slot_error_rate', 0):>6.2f} "
               f"{round(s.get('slot_missed_rate', 0) * slots):>7} {round(s.get('slot_wrong_rate', 0) * slots):>6} "
-              f"{round(s.get('slot_added_rate', 0) * slots):>6} {100 * s['hallucination']:>9.2f} "
+              f"{round(s.get('slot_added_rate', 0) * slots):>6} {100 * s['hallucination_rate']:>9.2f} "
               f"{s['words']:>6.1f}")
 
 

@@ -110,7 +110,7 @@ def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[
     ones); plan metrics for
     two-stage models on corpora with gold plans; perplexity when ``model`` reports it;
     extractive scores when every text example has deletion labels."""
-    from tablegen_tf.metrics import corpus_scores, extractive_scores, fact_scores, plan_scores, slot_scores
+    from tablegen_tf.metrics import corpus_scores, extractive_scores, plan_scores
     from tablegen_tf.metrics.text_metrics import webnlg_challenge_bleu
     from tablegen_tf.tokenizer import tokenize_batch
 
@@ -122,9 +122,7 @@ def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[
     if format_name and format_name.startswith("webnlg"):
         scores["bleu_webnlg"] = webnlg_challenge_bleu(list(texts), [e.all_references() for e in examples])
     if examples and examples[0].form == "table":
-        hypothesis_tokens = tokenize_batch(list(texts))
-        scores.update(fact_scores(hypothesis_tokens, [e.values for e in examples], [e.fields for e in examples]))
-        scores.update(slot_scores(list(texts), [(e.fields, e.values) for e in examples]))  # E2E-style tables
+        scores.update(table_scores(examples, texts))
     if examples and examples[0].form == "text" and all(getattr(e, "labels", None) for e in examples):
         # deletion-labelled sources (sentence compression): token F1, compression ratio, ROUGE-1/2/L
         scores.update(extractive_scores([e.source_tokens for e in examples], [e.labels for e in examples],
@@ -135,6 +133,17 @@ def evaluate(examples: Sequence, texts: Sequence[str], plans: Optional[Sequence[
     if model is not None:
         scores.update(perplexity(model, featurizer, examples, batch_size))
     scores["inputs"] = len(examples)
+    return scores
+
+
+def table_scores(examples: Sequence, texts: Sequence[str]) -> Dict[str, float]:
+    """What the texts say against their tables, which needs no references: fact precision,
+    hallucination and coverage; slot errors for E2E-style tables."""
+    from tablegen_tf.metrics import fact_scores, slot_scores
+    from tablegen_tf.tokenizer import tokenize_batch
+
+    scores = dict(fact_scores(tokenize_batch(list(texts)), [e.values for e in examples], [e.fields for e in examples]))
+    scores.update(slot_scores(list(texts), [(e.fields, e.values) for e in examples]))  # E2E-style tables
     return scores
 
 
