@@ -264,3 +264,49 @@ def test_a_version_serves_before_its_other_signatures_load(tmp_path, exports, ca
     with pytest.raises(ServingError) as error:
         loaded.signature("generate")
     assert error.value.code == grpc.StatusCode.UNAVAILABLE and "failed to load" in error.value.message
+
+
+def test_one_table_warm_ups_wait_behind_the_swap_only_under_batched_traffic():
+    import numpy as np
+
+    from serving.model_manager import split_warmup
+
+    one, two = ({"tables": np.array(["t"] * n, dtype=object)} for n in (1, 2))
+    gen = {"tables": np.array(["t"], dtype=object), "beam_size": np.int32(5)}
+    requests = [("serving_default", one), ("serving_default", two), ("generate", gen)]
+    assert split_warmup(requests, background=True) == (requests[:2], requests[2:])
+    assert split_warmup(requests, background=True, batched_traffic=True) == (
+        [requests[1]], [requests[0], requests[2]])
+    assert split_warmup(requests[:1], background=True, batched_traffic=True) == (requests[:1], [])
+    assert split_warmup(requests, background=False, batched_traffic=True) == (requests, [])
+
+
+def test_a_swap_under_batched_traffic_defers_the_one_table_warm_ups(tmp_path, exports, caplog):
+    """The served version's recent batch sizes decide what runs before the next swap."""
+    import logging
+
+    from tablegen_tf.config import DecodeConfig
+    from tablegen_tf.export import warmup_requests, write_warmup_requests
+
+    requests = warmup_requests("tables", testing.sample_tables(3), {"serving_default"}, DecodeConfig())
+    # one table, another table, the three as one batch
+    write_warmup_requests(testing.push_version(exports["v1"], str(tmp_path / MODEL), 1), requests)
+    manager = ModelManager(MODEL, str(tmp_path / MODEL), settle_seconds=0)
+    with caplog.at_level(logging.INFO, "tablegen.serving"):
+        manager.poll_once(initial=True)
+        assert "warmed up (3 of 3 requests)" in caplog.text  # nothing served yet: all before
+        manager.wait_for_warm_up()
+        with manager.lease() as loaded:
+            loaded.signature("").run({"tables": tf.constant(testing.sample_tables(4))})
+            assert loaded.signature("").recent_peak_rows() == 4  # warm-up calls do not count
+        caplog.clear()
+        testing.push_version(exports["v1"], str(tmp_path / MODEL), 2)
+        write_warmup_requests(str(tmp_path / MODEL / "2"), requests)
+        manager.poll_once()
+        manager.poll_once()
+        assert serving_version(manager) == 2
+        assert "warmed up (1 of 1 requests)" in caplog.text and "2 more in the background" in caplog.text
+        manager.wait_for_warm_up()
+    # the two one-table requests, then a synthetic row for generate (none in the file)
+    assert "background warm-up (3 of 3 requests)" in caplog.text
+    manager.stop()
