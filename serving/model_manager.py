@@ -211,7 +211,7 @@ class LoadedVersion:
                 break
             started = time.perf_counter()
             try:
-                self.signature(name).run({k: tf.constant(v) for k, v in arrays.items()}, note_rows=False)
+                self.signature(name).run({k: tf.constant(v) for k, v in arrays.items()})
                 succeeded += 1
             except Exception as error:  # warm-up is best effort
                 log.warning("warm-up request to %s/%s failed: %s", self.path, name,
@@ -291,29 +291,12 @@ def warmup_file_requests(path: str) -> List[Tuple[str, Dict[str, np.ndarray]]]:
     return requests
 
 
-def split_warmup(requests, background: bool, batched_traffic: bool = False):
-    """-> (requests to run before the swap, requests to run after it in the background).
-
-    With ``batched_traffic`` (the version being replaced runs calls of several rows: the
-    server is batching concurrent requests) the one-row ``serving_default`` requests move
-    behind the swap too, first in line: a one-table call compiles an XLA search per record
-    bucket (seconds each) that batched calls never use, and before the swap that work
-    competes with the requests being served. Under sequential traffic they stay in front,
-    where the next one-table request would otherwise pay for the compilation."""
+def split_warmup(requests, background: bool):
+    """-> (requests to run before the swap, requests to run after it in the background)."""
     if not background:
         return list(requests), []
     first = [r for r in requests if r[0] in FIRST_WARMUP_SIGNATURES]
-    later = [r for r in requests if r[0] not in FIRST_WARMUP_SIGNATURES]
-    if batched_traffic and any(_rows(r) > 1 for r in first):
-        later = [r for r in first if _rows(r) <= 1] + later
-        first = [r for r in first if _rows(r) > 1]
-    return first, later
-
-
-def _rows(request) -> int:
-    """A warm-up request's batch size: the first dimension of its first batched input."""
-    shapes = [a.shape for a in request[1].values() if getattr(a, "ndim", 0)]
-    return int(shapes[0][0]) if shapes else 1
+    return first, [r for r in requests if r[0] not in FIRST_WARMUP_SIGNATURES]
 
 
 def lower_thread_priority(niceness: int) -> None:
@@ -460,8 +443,7 @@ class ModelManager:
             loaded = LoadedVersion(self.name, version, path,
                                    FIRST_WARMUP_SIGNATURES if self.background_warmup else None)
             load_seconds = time.perf_counter() - started
-            first, later = split_warmup(loaded.warmup_requests(), self.background_warmup,
-                                        batched_traffic=self._current_peak_rows() > 1)
+            first, later = split_warmup(loaded.warmup_requests(), self.background_warmup)
             succeeded, warmups = loaded.warm_up(first)
         except Exception as error:  # partial or corrupt export: retry with backoff
             failures = self._retry.get(version, (0.0, 0))[1] + 1
@@ -479,12 +461,6 @@ class ModelManager:
                  "" if loaded.complete else "; its other signatures load in the background")
         return loaded, later
 
-    def _current_peak_rows(self) -> int:
-        """The most rows one serving_default call of the served version ran lately (0: none)."""
-        current = self._current
-        signature = current.signatures.get("serving_default") if current is not None else None
-        return signature.recent_peak_rows() if signature is not None else 0
-
     def _warm_up_in_background(self, loaded: LoadedVersion, requests) -> None:
         """The other signatures' warm-up, after the swap, at a lower priority; the version
         stays loaded until it ends (a lease), even if a newer one replaces it meanwhile."""
@@ -496,15 +472,10 @@ class ModelManager:
             try:
                 lower_thread_priority(BACKGROUND_WARMUP_NICENESS)
                 started = time.perf_counter()
-                # serving_default's deferred requests first: it is already taking traffic
-                now = [r for r in requests if r[0] in FIRST_WARMUP_SIGNATURES]
-                succeeded, total = loaded.warm_up(now, self._stop) if now else (0, 0)
                 added = loaded.load_rest()
                 # without warm-up requests for them: one synthetic row per signature loaded now
-                rest = [r for r in requests if r[0] not in FIRST_WARMUP_SIGNATURES] or \
-                    loaded.synthetic_requests(added)
-                done, more = loaded.warm_up(rest, self._stop) if rest else (0, 0)
-                succeeded, total = succeeded + done, total + more
+                warmups = requests or loaded.synthetic_requests(added)
+                succeeded, total = loaded.warm_up(warmups, self._stop)
                 log.info("model %s version %d: background warm-up (%d of %d requests) in %.2fs",
                          self.name, loaded.version, succeeded, total, time.perf_counter() - started)
             finally:

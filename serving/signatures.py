@@ -14,8 +14,6 @@ same convention REST uses for outputs.
 from __future__ import annotations
 
 import json
-import threading
-import time
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
@@ -26,8 +24,6 @@ from serving.errors import ServingError, invalid
 from serving.limits import Limits, check_json_depth, flag
 
 TABLES_INPUT = "tables"
-# How long a call's row count stays the "recent peak" (ModelManager: the traffic's batch sizes).
-ROWS_WINDOW_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -42,8 +38,6 @@ class Signature:
         self.fn = fn
         self.inputs: Dict[str, tf.TensorSpec] = dict(fn.structured_input_signature[1])
         self.outputs: Dict[str, tf.TensorSpec] = dict(fn.structured_outputs)
-        self._peak_rows, self._peak_at = 0, 0.0
-        self._rows_lock = threading.Lock()
 
     @property
     def batchable(self) -> bool:
@@ -73,25 +67,8 @@ class Signature:
         tensors = {k: tf.constant(arrays[k], dtype=spec.dtype) for k, spec in self.inputs.items()}
         return Prepared(tensors, batch_size)
 
-    def run(self, tensors: Mapping[str, tf.Tensor], note_rows: bool = True) -> Dict[str, np.ndarray]:
-        """``note_rows``: count this call in ``recent_peak_rows`` (warm-up calls are not traffic)."""
-        if note_rows:
-            self._note_rows(tensors)
+    def run(self, tensors: Mapping[str, tf.Tensor]) -> Dict[str, np.ndarray]:
         return {key: value.numpy() for key, value in self.fn(**tensors).items()}
-
-    def recent_peak_rows(self) -> int:
-        """The most rows one call ran in the last ROWS_WINDOW_SECONDS (0: no recent call):
-        1 under sequential traffic, more when the server batches concurrent requests."""
-        with self._rows_lock:
-            return self._peak_rows if time.monotonic() - self._peak_at <= ROWS_WINDOW_SECONDS else 0
-
-    def _note_rows(self, tensors: Mapping[str, tf.Tensor]) -> None:
-        batched = [t for k, t in tensors.items() if self.inputs[k].shape.rank and self.inputs[k].shape[0] is None]
-        rows = int(batched[0].shape[0]) if batched else 1
-        now = time.monotonic()
-        with self._rows_lock:
-            if rows >= self._peak_rows or now - self._peak_at > ROWS_WINDOW_SECONDS:
-                self._peak_rows, self._peak_at = rows, now
 
 
 def array_dtype(array: np.ndarray) -> tf.DType:
