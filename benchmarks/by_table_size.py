@@ -84,11 +84,10 @@ def reweighted_bleu(hyps: Sequence[str], refs: Sequence[List[str]], sizes: Seque
 
 
 def main() -> None:
+    from paired_bootstrap import add_input_arguments
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--format", required=True)
-    parser.add_argument("--input", required=True)
-    parser.add_argument("--split", default=None)
-    parser.add_argument("--selection-fraction", type=float, default=0.0)
+    add_input_arguments(parser)
     parser.add_argument("--target-mean-size", type=float, help="re-weight to tables of this many fields "
                         "on average (E2E test: 6.9)")
     parser.add_argument("--fields", type=int, default=8, help="fields a table can hold (E2E: 8)")

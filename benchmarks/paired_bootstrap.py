@@ -52,12 +52,17 @@ def compare(systems, refs, samples: int, seed: int):
     return test()[1]["BLEU"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """The split the hypothesis files answer, named as `tablegen evaluate` names it."""
     parser.add_argument("--format", required=True)
     parser.add_argument("--input", required=True)
     parser.add_argument("--split", default=None)
     parser.add_argument("--selection-fraction", type=float, default=0.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_input_arguments(parser)
     parser.add_argument("--model", default=None, help="a run directory: its tokenizer settings (as evaluate)")
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=12345)
