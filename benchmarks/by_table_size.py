@@ -7,9 +7,10 @@ of distinct fields in the table, the inputs, BLEU (tablegen's: sacrebleu 13a, lo
 every reference), slot error rate, hallucination and words per text; then, with
 --target-mean-size M, the BLEU of the same outputs with the inputs re-weighted to tables of M
 fields on average: mean and 95 % interval of corpus BLEU over --samples resamples of the
-inputs, each drawn with probability q(size) / (inputs of that size), where q is the size mix
-`benchmarks/novel_tables.py` samples (the name, then each of the other --fields - 1 fields
-with one probability; sizes below --min-size dropped, as E2E has none). Sizes the split
+inputs, each drawn with probability q(size) / (inputs of that size), where q has the shape of
+the size mix `benchmarks/novel_tables.py` samples (the name, then each of the other --fields - 1
+fields with one probability; sizes below --min-size dropped, as E2E has none), that probability
+solved so that the mean after the drop is M. Sizes the split
 lacks get no weight (their share is printed). Hypothesis files hold one line per distinct
 input in input order, as `tablegen evaluate --output` writes them.
 
@@ -44,16 +45,15 @@ def size_mix(mean: float, fields: int, min_size: int) -> Dict[int, float]:
     probability that makes the mean MEAN, renormalised over sizes >= MIN_SIZE."""
     keep = min(1.0, max(0.0, (mean - 1) / (fields - 1)))
 
-    def solve_mean(p: float) -> float:
-        mix = _mix(p, fields, min_size)
-        return sum(k * v for k, v in mix.items())
+    def mean_of(p: float) -> float:
+        return sum(k * v for k, v in _mix(p, fields, min_size).items())
 
     # truncation below min_size raises the mean: search the probability that restores it
     low, high = 0.0, keep
-    if solve_mean(keep) > mean:
+    if mean_of(keep) > mean:
         for _ in range(60):
             mid = (low + high) / 2
-            low, high = (mid, high) if solve_mean(mid) < mean else (low, mid)
+            low, high = (mid, high) if mean_of(mid) < mean else (low, mid)
         keep = (low + high) / 2
     return _mix(keep, fields, min_size)
 
@@ -84,7 +84,8 @@ def reweighted_bleu(hyps: Sequence[str], refs: Sequence[List[str]], sizes: Seque
 
 
 def main() -> None:
-    from paired_bootstrap import add_input_arguments
+    from novel_tables import scores
+    from paired_bootstrap import add_input_arguments, examples as read_examples
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_input_arguments(parser)
@@ -97,12 +98,9 @@ def main() -> None:
     parser.add_argument("hypotheses", nargs="+")
     args = parser.parse_args()
 
-    from tablegen_tf import inference
     from tablegen_tf.metrics.text_metrics import bleu_metric, reference_streams
-    from tablegen_tf.tokenizer import TokenizerConfig
 
-    raws, _ = inference.read_inputs(args.format, args.input, args.split, args.selection_fraction)
-    examples, _ = inference.build(raws, TokenizerConfig(), needs_text=True)
+    examples = read_examples(args.format, args.input, args.split, args.selection_fraction)
     refs = [e.all_references() for e in examples]
     sizes = [table_size(e) for e in examples]
     groups = collections.defaultdict(list)
@@ -120,11 +118,10 @@ def main() -> None:
         for label, indices in [*sorted(groups.items()), ("all", range(len(hyps)))]:
             texts = [hyps[i] for i in indices]
             bleu = bleu_metric(lowercase=True).corpus_score(texts, reference_streams([refs[i] for i in indices]))
-            table = inference.table_scores([examples[i] for i in indices], texts)
-            words = sum(len(t.split()) for t in texts) / len(texts)
+            table = scores(texts, [examples[i] for i in indices])  # slot errors, hallucination, words
             weight = f" {mix.get(label, 0.0):>6.3f}" if mix and label != "all" else ""
             print(f"{label:>6} {len(indices):>6} {bleu.score:>6.2f} {100 * table.get('slot_error_rate', 0):>6.2f} "
-                  f"{100 * table['hallucination_rate']:>9.2f} {words:>6.1f}{weight}")
+                  f"{100 * table['hallucination_rate']:>9.2f} {table['words']:>6.1f}{weight}")
         if mix:
             lacking = sum(v for k, v in mix.items() if k not in groups)
             mean, low, high = reweighted_bleu(hyps, refs, sizes, mix, args.samples, args.seed)

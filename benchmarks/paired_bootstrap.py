@@ -29,6 +29,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 def references(format_name: str, path: str, split: str, selection_fraction: float, run: str = None):
     """Per distinct input, its reference texts (as `tablegen evaluate` scores them: with the
     run's tokenizer settings, which matter only for corpora without raw references)."""
+    return [example.all_references() for example in examples(format_name, path, split, selection_fraction, run)]
+
+
+def examples(format_name: str, path: str, split: str, selection_fraction: float, run: str = None):
+    """The split's distinct inputs, built as `tablegen evaluate` builds them (with references)."""
     sys.path.insert(0, ROOT)
     from tablegen_tf import inference
     from tablegen_tf.config import load_run_config
@@ -36,8 +41,7 @@ def references(format_name: str, path: str, split: str, selection_fraction: floa
 
     tokenizer = load_run_config(run).tokenizer if run else TokenizerConfig()
     raws, _ = inference.read_inputs(format_name, path, split, selection_fraction)
-    examples, _ = inference.build(raws, tokenizer, needs_text=True)
-    return [example.all_references() for example in examples]
+    return inference.build(raws, tokenizer, needs_text=True)[0]
 
 
 def compare(systems, refs, samples: int, seed: int):
