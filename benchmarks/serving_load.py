@@ -35,6 +35,7 @@ import queue
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -236,6 +237,9 @@ def run_levels(label: str, call, tables, levels, seconds,
 
 def main() -> None:
     args = parse_args()
+    # A `kill` unwinds like Ctrl-C: the server subprocess is stopped and the scratch directory
+    # (the swap's copy of the model) removed, instead of both being left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     levels = [int(x) for x in args.concurrency.split(",")]
     with tempfile.TemporaryDirectory() as scratch:
         base = build_demo(scratch, args.model_name, args.demo) if args.demo else args.model_base_path
