@@ -41,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -218,8 +218,20 @@ def grpc_call(address: str, name: str) -> Callable[[str], None]:
     return call
 
 
-def run_levels(label: str, call, tables, levels, seconds,
-               warm: bool = True) -> Dict[int, Dict[str, float]]:
+def cpu_seconds(pid: int) -> Optional[float]:
+    """User + system CPU seconds a process has used so far (Linux /proc; None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()  # after the command's name
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_levels(label: str, call, tables, levels, seconds, warm: bool = True,
+               server_pid: Optional[int] = None) -> Dict[int, Dict[str, float]]:
+    """With server_pid, each level also prints the cores the server and this process (the
+    clients) used: on one machine the clients' gRPC work is CPU the in-process figures never pay."""
     for table in tables if warm else ():
         # Warm up on every table: the first calls optimise the graph, and a one-table
         # request's XLA search compiles once per record bucket (serving_io.RECORD_BUCKET),
@@ -228,11 +240,23 @@ def run_levels(label: str, call, tables, levels, seconds,
         call(table)
     results = {}
     for level in levels:
+        before = (time.perf_counter(), cpu_seconds(server_pid) if server_pid else None,
+                  time.process_time())
         results[level] = measure(call, tables, level, seconds)
         r = results[level]
         print(f"{label:<11} {level:>5} {r['requests']:>9} {r['p50']:>8.2f} {r['p99']:>8.2f} "
-              f"{r['rps']:>8.1f} {load_average():>5}", flush=True)
+              f"{r['rps']:>8.1f} {load_average():>5}{cores(before, server_pid)}", flush=True)
     return results
+
+
+def cores(before, server_pid: Optional[int]) -> str:
+    started, server_before, clients_before = before
+    server_now = cpu_seconds(server_pid) if server_pid else None
+    if server_before is None or server_now is None:
+        return ""
+    elapsed = time.perf_counter() - started
+    return (f"  (cores: server {(server_now - server_before) / elapsed:.2f}, "
+            f"clients {(time.process_time() - clients_before) / elapsed:.2f})")
 
 
 def main() -> None:
@@ -264,13 +288,14 @@ def main() -> None:
             wait_for_background_warmup(server_log, served_version(base, args.model_name),
                                        args.background_limit)
             call = grpc_call(address, args.model_name)
-            rounds = [(local, run_levels("grpc", call, tables, levels, args.seconds), batched)]
+            rounds = [(local, run_levels("grpc", call, tables, levels, args.seconds,
+                                         server_pid=process.pid), batched)]
             for _ in range(args.rounds - 1):  # alternate, so the host's drift hits both sides
                 local = run_levels("in-process", in_process_call(signature), tables, levels,
                                    args.seconds, warm=False)
                 batched = in_process_batched(signature, tables, levels[-1], args.seconds)
                 rounds.append((local, run_levels("grpc", call, tables, levels, args.seconds,
-                                                 warm=False), batched))
+                                                 warm=False, server_pid=process.pid), batched))
             swap = measure_swap(address, args.model_name, os.path.join(base, args.model_name),
                                 tables, levels[-1], args.seconds, args.swap_tail,
                                 args.background_seconds) if args.swap else None
