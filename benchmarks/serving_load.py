@@ -240,23 +240,29 @@ def run_levels(label: str, call, tables, levels, seconds, warm: bool = True,
         call(table)
     results = {}
     for level in levels:
-        before = (time.perf_counter(), cpu_seconds(server_pid) if server_pid else None,
-                  time.process_time())
+        before = cpu_snapshot(server_pid)
         results[level] = measure(call, tables, level, seconds)
         r = results[level]
         print(f"{label:<11} {level:>5} {r['requests']:>9} {r['p50']:>8.2f} {r['p99']:>8.2f} "
-              f"{r['rps']:>8.1f} {load_average():>5}{cores(before, server_pid)}", flush=True)
+              f"{r['rps']:>8.1f} {load_average():>5}{cores(before, cpu_snapshot(server_pid))}",
+              flush=True)
     return results
 
 
-def cores(before, server_pid: Optional[int]) -> str:
-    started, server_before, clients_before = before
-    server_now = cpu_seconds(server_pid) if server_pid else None
-    if server_before is None or server_now is None:
+def cpu_snapshot(server_pid: Optional[int]):
+    """(wall seconds, the server's CPU seconds or None, this process's CPU seconds)."""
+    return (time.perf_counter(), cpu_seconds(server_pid) if server_pid else None,
+            time.process_time())
+
+
+def cores(before, after) -> str:
+    """The cores the server and this process (the clients) used between two snapshots."""
+    (started, server_before, clients_before), (ended, server_after, clients_after) = before, after
+    if server_before is None or server_after is None:
         return ""
-    elapsed = time.perf_counter() - started
-    return (f"  (cores: server {(server_now - server_before) / elapsed:.2f}, "
-            f"clients {(time.process_time() - clients_before) / elapsed:.2f})")
+    elapsed = ended - started
+    return (f"  (cores: server {(server_after - server_before) / elapsed:.2f}, "
+            f"clients {(clients_after - clients_before) / elapsed:.2f})")
 
 
 def main() -> None:
@@ -327,14 +333,14 @@ def report(rounds, levels) -> None:
     """The targets, from the median over rounds (each round's ratios measured side by side)."""
     first, last = levels[0], levels[-1]
     per_round = [ratios(*measured, levels) for measured in rounds]
+    values = {key: [r[key] for r in per_round] for key in per_round[0]}
 
     def figure(key: str) -> float:
-        values = [r[key] for r in per_round]
-        return float(np.median(values))
+        return float(np.median(values[key]))
 
     def spread(key: str) -> str:
-        values = [r[key] for r in per_round]
-        return f" (median of {len(values)} rounds, {min(values):.2f}-{max(values):.2f})" if len(values) > 1 else ""
+        low, high, count = min(values[key]), max(values[key]), len(values[key])
+        return f" (median of {count} rounds, {low:.2f}-{high:.2f})" if count > 1 else ""
 
     overhead, scaling, versus_batched = figure("overhead"), figure("scaling"), figure("versus_batched")
     print(f"server overhead at concurrency {first}: {overhead:.2f}x in-process p50{spread('overhead')} "
