@@ -32,6 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from tablegen_tf.readers import get_reader
 from tablegen_tf.readers.base import InputError, Raw, RawTable, Rejection, in_selection, merge_key
 from tablegen_tf.readers.clean_slots import clean_table
+from tablegen_tf.readers.sentence_split import sentence_tables
 from beam_jobs import runner_names, running_counts, summaries
 
 NAMESPACE = "tablegen.prepare"
@@ -58,6 +59,9 @@ class PrepareConfig:
     # train only: E2E-style tables keep the slots their text realises, plus the closed-class
     # ones it states (tablegen_tf.readers.clean_slots); the selection split is not cleaned
     clean_slots: bool = False
+    # train only: each faithful sentence of a multi-sentence text is also a row, its table the
+    # slots it realises (tablegen_tf.readers.sentence_split); none lands on a selection MR
+    split_sentences: bool = False
 
     def selection_dir(self) -> str:
         return self.selection_output or os.path.join(os.path.dirname(os.path.normpath(self.output)), "selection")
@@ -108,6 +112,28 @@ class CleanSlots(beam.DoFn):
             self._removed.inc(removed)
             self._added.inc(added)
         yield cleaned
+
+
+class SplitSentences(beam.DoFn):
+    """Training table -> itself and one table per faithful sentence (sentence_split)."""
+
+    def __init__(self, selection_fraction: float):
+        self._selection_fraction = selection_fraction
+        self._added = Metrics.counter(NAMESPACE, "sentence_tables_added")
+        self._dropped = Metrics.counter(NAMESPACE, "sentence_tables_on_selection_mrs")
+
+    def process(self, table):
+        yield table
+        if not isinstance(table, RawTable):
+            return
+        for sentence_table in sentence_tables(table):
+            # a table hashing into the selection share could equal a selection MR: left out, so the
+            # selection split stays unseen
+            if self._selection_fraction and in_selection(sentence_table, self._selection_fraction):
+                self._dropped.inc()
+                continue
+            self._added.inc()
+            yield sentence_table
 
 
 class MergeReferences(beam.PTransform):
@@ -200,6 +226,8 @@ def build_pipeline(pipeline: beam.Pipeline, config: PrepareConfig, counts_dir: O
         tables = tables | "Spread" >> beam.Reshuffle()
     if config.split == "train" and config.clean_slots:
         tables = tables | "CleanSlots" >> beam.ParDo(CleanSlots())
+    if config.split == "train" and config.split_sentences:
+        tables = tables | "SplitSentences" >> beam.ParDo(SplitSentences(config.selection_fraction))
     rejected.append(_build_and_write("", tables, config, counts_dir))
     _ = (
         tuple(rejected)
@@ -301,6 +329,9 @@ def run(config: PrepareConfig, beam_args: Optional[List[str]] = None,
                                   "carved_from": config.output})
     if config.split == "train" and config.clean_slots:
         counts.update({key: _counter(result, key) for key in ("slot_tables_cleaned", "slots_removed", "slots_added")})
+    if config.split == "train" and config.split_sentences:
+        counts.update({key: _counter(result, key)
+                       for key in ("sentence_tables_added", "sentence_tables_on_selection_mrs")})
     _write_counts(config, counts)
     if counts["written"] == 0:
         raise PrepareError(
@@ -341,4 +372,7 @@ def summary_line(counts: Dict[str, int]) -> str:
     if "slot_tables_cleaned" in counts:
         line += (f"; slots cleaned in {counts['slot_tables_cleaned']} tables "
                  f"({counts['slots_removed']} removed, {counts['slots_added']} added)")
+    if "sentence_tables_added" in counts:
+        line += (f"; {counts['sentence_tables_added']} sentence rows added "
+                 f"({counts['sentence_tables_on_selection_mrs']} left out: their table hashes into the selection share of MRs)")
     return line

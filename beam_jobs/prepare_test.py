@@ -175,3 +175,30 @@ def test_clean_slots_rewrites_train_tables_and_counts_them(tmp_path):
     assert sorted(map(fields, _read_examples(tmp_path / "train"))) == sorted(
         sorted({attribute_key(i.field) for i in t.items}) for t in expected)
     assert "slots cleaned in" in prepare.summary_line(counts)
+
+
+def test_split_sentences_adds_the_sentence_tables_and_counts_them(tmp_path):
+    """Every row stays; each faithful sentence adds one example, none on a selection-share MR."""
+    from tablegen_tf.inference import read_inputs
+    from tablegen_tf.readers.base import in_selection
+    from tablegen_tf.readers.sentence_split import sentence_tables
+
+    source = os.path.join(FIXTURES, "e2e", "devset.csv")
+    config = dataclasses.replace(_config("e2e", source, tmp_path / "train", "train"), split_sentences=True)
+    counts = prepare.run(config, IN_PROCESS)
+    raws = read_inputs("e2e", source, "train")[0]
+    expected = [t for raw in raws for t in sentence_tables(raw)]
+    assert counts["sentence_tables_added"] == len(expected) > 0
+    assert counts["sentence_tables_on_selection_mrs"] == 0  # no selection split carved
+    assert counts["written"] == len(raws) + len(expected) and counts["rows_written"] == counts["read"]
+    assert "sentence rows added" in prepare.summary_line(counts)
+    carved = dataclasses.replace(config, output=str(tmp_path / "carved"), selection_fraction=0.5)
+    counts = prepare.run(carved, IN_PROCESS)
+    kept = [raw for raw in raws if not in_selection(raw, 0.5)]
+    left_out = [t for raw in kept for t in sentence_tables(raw) if in_selection(t, 0.5)]
+    assert counts["sentence_tables_on_selection_mrs"] == len(left_out)
+    assert counts["written"] == len(kept) + sum(len(sentence_tables(r)) for r in kept) - len(left_out)
+    # a sentence table in the selection share is left out (nearly every table is, at 0.9999)
+    table = next(raw for raw in raws if sentence_tables(raw))
+    assert list(prepare.SplitSentences(0.9999).process(table)) == [table]
+    assert len(list(prepare.SplitSentences(0.0).process(table))) == 1 + len(sentence_tables(table))

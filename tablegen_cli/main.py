@@ -93,6 +93,12 @@ def _add_prepare(subparsers) -> None:
         "the closed-class ones its text states (slot aligner; Dusek et al. 2019), so the model learns "
         "to say every slot it is given; the selection split stays as it is",
     )
+    parser.add_argument(
+        "--split-sentences", action="store_true",
+        help="train split only, E2E-style tables: each sentence of a multi-sentence text is also a "
+        "training row, its table the slots that sentence realises (Juraska et al. 2018); sentences "
+        "that contradict or add a slot are skipped, and none lands on a selection-split MR",
+    )
     parser.set_defaults(handler=_run_prepare)
 
 
@@ -113,6 +119,7 @@ def _run_prepare(args, beam_args: List[str]) -> int:
         selection_fraction=args.selection_fraction,
         selection_output=args.selection_output,
         clean_slots=args.clean_slots,
+        split_sentences=args.split_sentences,
     )
     if not 0.0 <= config.selection_fraction < 1.0:
         print("tablegen prepare: error: --selection-fraction must be in [0, 1)", file=sys.stderr)
@@ -120,6 +127,9 @@ def _run_prepare(args, beam_args: List[str]) -> int:
     if config.clean_slots and config.split != "train":
         print("tablegen prepare: error: --clean-slots cleans the train split only (dev is what is reported)",
               file=sys.stderr)
+        return 2
+    if config.split_sentences and config.split != "train":
+        print("tablegen prepare: error: --split-sentences augments the train split only", file=sys.stderr)
         return 2
     if config.selection_fraction and config.split != "train":
         print("tablegen prepare: error: --selection-fraction carves from the train split only", file=sys.stderr)
