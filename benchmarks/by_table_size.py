@@ -131,4 +131,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from paired_bootstrap import run_quietly
+
+    run_quietly(main)

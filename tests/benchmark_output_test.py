@@ -1,0 +1,28 @@
+"""The benchmarks that score files print their figures and nothing of TF's start-up chatter."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+DEV_CSV = (
+    "mr,ref\n"
+    '"name[The Eagle], food[French]","The Eagle serves French food."\n'
+    '"name[The Mill], area[riverside]","The Mill is by the riverside."\n'
+)
+
+
+def test_paired_bootstrap_prints_its_table_and_keeps_stderr_empty(tmp_path):
+    (tmp_path / "dev.csv").write_text(DEV_CSV, encoding="utf-8")
+    (tmp_path / "a.txt").write_text("The Eagle serves French food.\nThe Mill is riverside.\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("The Eagle is French.\nThe Mill is by the riverside.\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "paired_bootstrap.py"), "--samples", "20",
+         "--format", "e2e", "--input", str(tmp_path / "dev.csv"), str(tmp_path / "a.txt"), str(tmp_path / "b.txt")],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"})  # the chatter a plain TF import prints
+    assert proc.returncode == 0, proc.stderr
+    assert "2 inputs, 20 paired bootstrap resamples" in proc.stdout
+    assert f"| {tmp_path / 'b.txt'} |" in proc.stdout
+    assert proc.stderr == ""
