@@ -77,6 +77,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--background-seconds", type=float, default=30.0,
                         help="seconds measured after the swap window (the new version's "
                         "background warm-up running)")
+    parser.add_argument("--swap-timeline", metavar="CSV",
+                        help="write every swap-phase request here (wall-clock send time, "
+                        "latency ms, version), to line up slow requests with the server log")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -315,6 +318,8 @@ def main() -> None:
     report(rounds, levels)
     if swap:
         report_swap(swap)
+        if args.swap_timeline:
+            write_timeline(args.swap_timeline, swap)
 
 
 def served_version(base: str, name: str) -> int:
@@ -360,6 +365,7 @@ def measure_swap(address: str, name: str, model_dir: str, tables: List[str], cli
     from serving.client import RemoteModel
 
     events: List[tuple] = []  # (sent, answered, version), perf_counter seconds
+    clock_offset = time.time() - time.perf_counter()  # perf_counter -> wall clock (server log)
     stop = threading.Event()
 
     def worker(offset: int) -> None:
@@ -405,7 +411,23 @@ def measure_swap(address: str, name: str, model_dir: str, tables: List[str], cli
             "background": np.array(background) * 1000,
             "steady_seconds": copy_started - began - 1.0, "during_seconds": window_end - appeared,
             "background_seconds": background_end - window_end, "load": load,
-            "background_load": load_average()}
+            "background_load": load_average(),
+            "timeline": [(sent + clock_offset, (done - sent) * 1000, version)
+                         for sent, done, version in sorted(events)],
+            "marks": {"appeared": appeared + clock_offset, "window_end": window_end + clock_offset}}
+
+
+def write_timeline(path: str, swap: Dict) -> None:
+    """CSV: sent (local time, as the server log prints it), latency ms, version, window."""
+    marks = swap["marks"]
+    with open(path, "w") as out:
+        out.write("sent,latency_ms,version,window\n")
+        for sent, ms, version in swap["timeline"]:
+            window = ("steady" if sent < marks["appeared"] else
+                      "swap" if sent < marks["window_end"] else "background")
+            stamp = time.strftime("%H:%M:%S", time.localtime(sent)) + f"{sent % 1:.3f}"[1:]
+            out.write(f"{stamp},{ms:.2f},{version},{window}\n")
+    print(f"swap timeline: {path}")
 
 
 def report_swap(swap: Dict) -> None:

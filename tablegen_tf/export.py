@@ -52,7 +52,10 @@ BUILTIN_WARMUP_TABLE = json.dumps({"table": [
 class ServingModule(tf.Module):
     def __init__(self, model, featurizer, config):
         super().__init__(name="tablegen_serving")
-        self.model = model
+        # Not tracked: a tracked Keras 3 variable is saved as a tf.Variable copy that the
+        # signatures do not read (keras-team/keras#20095), so TF Serving's restore op left
+        # the variables they read uninitialised. `track_captured_variables` saves those.
+        object.__setattr__(self, "model", model)
         self.featurizer = featurizer
         self.vocabs = featurizer.vocabs
         self.tokenizer = featurizer.tokenizer
@@ -67,9 +70,23 @@ class ServingModule(tf.Module):
             tf.TensorSpec([None, None], tf.string, name="must_include"),
         ])
 
+    def track_captured_variables(self) -> None:
+        """Traces every signature, then tracks the tf.Variables they read (each once), the
+        objects a SavedModel's checkpoint and restore op must hold for any loader."""
+        captured = {}
+        for function in self.signatures().values():
+            for variable in function.get_concrete_function().variables:
+                captured.setdefault(id(variable), variable)
+        self.captured_variables = list(captured.values())
+
     def signatures(self):
-        return {"serving_default": self.serve, "generate": self.generate, "explain": self.explain,
-                **self.model.serving_signatures(self)}
+        """name -> tf.function; built once (a family's serving_signatures makes new
+        functions on each call, which would be traced again)."""
+        if "_signature_functions" not in self.__dict__:  # untracked, like `model`
+            object.__setattr__(self, "_signature_functions", {
+                "serving_default": self.serve, "generate": self.generate, "explain": self.explain,
+                **self.model.serving_signatures(self)})
+        return self._signature_functions
 
     def _serve(self, inputs):
         features = self.featurizer.serving_features(inputs)
@@ -119,6 +136,7 @@ def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = 
     config = dataclasses.replace(trained.config, decode=dataclasses.replace(
         trained.config.decode, **dict(decode_overrides or {})))
     module = ServingModule(trained.model, trained.featurizer, config)
+    module.track_captured_variables()
     tf.saved_model.save(module, export_dir, signatures=module.signatures())
     os.makedirs(os.path.dirname(os.path.join(export_dir, CONFIG_ASSET)), exist_ok=True)
     with open(os.path.join(export_dir, CONFIG_ASSET), "w") as handle:

@@ -111,6 +111,35 @@ def test_savedmodel_in_a_fresh_process_matches_the_training_decoder(trained, exp
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == _local_texts(trained)
 
 
+
+# TF Serving's loader (C++ SavedModelBundle; saved_model_cli run does the same): the meta
+# graph into a session, the saver's restore op, the init op, then Session.run by the
+# SignatureDef's tensor names. No object graph: a variable the functions read but the
+# restore op does not write stays uninitialised.
+TF1_SESSION_RUN = """
+import json, sys
+import tensorflow as tf, tensorflow_text
+tf.compat.v1.disable_eager_execution()
+with tf.compat.v1.Session(graph=tf.Graph()) as session:
+    meta = tf.compat.v1.saved_model.load(session, ["serve"], sys.argv[1])
+    signature = meta.signature_def["serving_default"]
+    text = session.run(signature.outputs["text"].name,
+                       {signature.inputs["tables"].name: json.loads(sys.argv[2])})
+print(json.dumps([t.decode("utf-8") for t in text]))
+"""
+
+
+def test_savedmodel_runs_as_tf_serving_loads_it(trained, exported, tables):
+    """Keras 3 variables exported through a tf.Module were saved as copies the signatures
+    do not read (keras-team/keras#20095): TF2's loader coped, TF Serving answered
+    FAILED_PRECONDITION "Could not find variable" to every request."""
+    proc = subprocess.run(
+        [sys.executable, "-c", TF1_SESSION_RUN, os.path.join(exported, "tablegen", "1"), json.dumps(tables)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == _local_texts(trained)
+
 def test_generate_signature_decodes_two_beam_widths_as_tablegen_generate(trained, exported, tables):
     """`generate` reads its beam width at run time (one search graph): greedy (1) and a
     beam (3, with the run's slot and coverage reranking) give `tablegen generate`'s texts."""
