@@ -131,6 +131,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from paired_bootstrap import run_quietly
+    from quiet import run_quietly
 
     run_quietly(main)

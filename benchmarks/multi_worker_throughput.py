@@ -48,7 +48,7 @@ def run(train_dir: str, workers: int, steps: int) -> dict:
                    "--out", out, "--max-steps", str(steps), "--no-progress", "--workers", str(workers)]
         start = time.time()
         subprocess.run(command + [a for kv in SIZE for a in ("--set", kv)], check=True, cwd=ROOT,
-                       stdout=subprocess.DEVNULL)
+                       stdout=subprocess.DEVNULL, stderr=sys.stderr)
         return {"workers": workers, "tokens_per_second": round(steady_tokens_per_second(out)),
                 "wall_seconds": round(time.time() - start, 1)}
 
@@ -72,4 +72,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from quiet import run_quietly
+
+    run_quietly(main)

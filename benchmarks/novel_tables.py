@@ -133,7 +133,7 @@ def main() -> None:
         print(f"{len(tables)} new MRs ({mean:.2f} attributes each, none in train or dev): {table_csv}", flush=True)
         command = [os.path.join(os.path.dirname(sys.executable), "tablegen"), "generate", "--format", "e2e",
                    "--input", table_csv, "--split", "test", "--output", texts_path, *generate]
-        subprocess.run(command, check=True, cwd=ROOT)
+        subprocess.run(command, check=True, cwd=ROOT, stdout=sys.stdout, stderr=sys.stderr)
         with open(texts_path, encoding="utf-8") as handle:
             texts = [line.rstrip("\n") for line in handle]
         report(texts, tables, examples_of(table_csv))
@@ -157,4 +157,6 @@ def report(texts: List[str], tables: List[List[Tuple[str, str]]], examples: Sequ
 
 
 if __name__ == "__main__":
-    main()
+    from quiet import run_quietly
+
+    run_quietly(main)

@@ -19,7 +19,6 @@ otherwise it is a tie, and a tie keeps the cheaper system.
 """
 
 import argparse
-import contextlib
 import os
 import sys
 
@@ -98,16 +97,6 @@ def main() -> None:
         print(f"| {name} | {result.score:.2f} | {spread} | {p} | {verdict(result, results[0], threshold)} |")
 
 
-def run_quietly(main_function) -> None:
-    """main_function with TF's C++ start-up lines off the console (as the CLI does: they go to
-    a pipe and only warnings that are not known noise are shown); its prints reach stdout."""
-    sys.path.insert(0, ROOT)
-    from tablegen_tf import logs
-
-    with logs.session() as console, contextlib.redirect_stdout(console.out):
-        main_function()
-
-
 def verdict(result, baseline, threshold: float) -> str:
     if result is baseline:
         return "baseline"
@@ -117,4 +106,6 @@ def verdict(result, baseline, threshold: float) -> str:
 
 
 if __name__ == "__main__":
+    from quiet import run_quietly
+
     run_quietly(main)

@@ -153,4 +153,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from quiet import run_quietly
+
+    run_quietly(main)

@@ -57,4 +57,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from quiet import run_quietly
+
+    sys.exit(run_quietly(main))

@@ -452,4 +452,6 @@ def report_swap(swap: Dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from quiet import run_quietly
+
+    run_quietly(main)

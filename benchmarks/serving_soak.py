@@ -172,4 +172,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from quiet import run_quietly
+
+    sys.exit(run_quietly(main))

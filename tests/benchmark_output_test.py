@@ -26,3 +26,13 @@ def test_paired_bootstrap_prints_its_table_and_keeps_stderr_empty(tmp_path):
     assert "2 inputs, 20 paired bootstrap resamples" in proc.stdout
     assert f"| {tmp_path / 'b.txt'} |" in proc.stdout
     assert proc.stderr == ""
+
+
+def test_a_benchmarks_own_errors_still_reach_stderr():
+    """Only descriptor-level chatter is kept off the console: argparse's usage error (Python's
+    stderr) is shown, with its exit status."""
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "paired_bootstrap.py"), "--samples", "many"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 2
+    assert "--samples: invalid int value: 'many'" in proc.stderr
