@@ -113,24 +113,34 @@ def test_savedmodel_in_a_fresh_process_matches_the_training_decoder(trained, exp
 
 
 # TF Serving's loader (C++ SavedModelBundle; saved_model_cli run does the same): the meta
-# graph into a session, the saver's restore op, the init op, then Session.run by the
-# SignatureDef's tensor names. No object graph: a variable the functions read but the
-# restore op does not write stays uninitialised.
+# graph into a session, the saver's restore op, the init op, the warm-up file replayed, then
+# Session.run by the SignatureDef's tensor names. No object graph: a variable the functions
+# read but the restore op does not write stays uninitialised.
 TF1_SESSION_RUN = """
 import json, sys
 import tensorflow as tf, tensorflow_text
+from tensorflow_serving.apis import prediction_log_pb2
 tf.compat.v1.disable_eager_execution()
+path, tables = sys.argv[1], json.loads(sys.argv[2])
 with tf.compat.v1.Session(graph=tf.Graph()) as session:
-    meta = tf.compat.v1.saved_model.load(session, ["serve"], sys.argv[1])
+    meta = tf.compat.v1.saved_model.load(session, ["serve"], path)
+    warmups = tf.compat.v1.io.tf_record_iterator(path + "/assets.extra/tf_serving_warmup_requests")
+    for record in warmups:
+        request = prediction_log_pb2.PredictionLog.FromString(record).predict_log.request
+        name = request.model_spec.signature_name or "serving_default"  # TF Serving's default
+        signature = meta.signature_def[name]
+        session.run({k: v.name for k, v in signature.outputs.items()},
+                    {signature.inputs[k].name: tf.make_ndarray(v) for k, v in request.inputs.items()})
+        print("warm-up ran:", name)
     signature = meta.signature_def["serving_default"]
-    text = session.run(signature.outputs["text"].name,
-                       {signature.inputs["tables"].name: json.loads(sys.argv[2])})
+    text = session.run(signature.outputs["text"].name, {signature.inputs["tables"].name: tables})
 print(json.dumps([t.decode("utf-8") for t in text]))
 """
 
 
 def test_savedmodel_runs_as_tf_serving_loads_it(trained, exported, tables):
-    """Keras 3 variables exported through a tf.Module were saved as copies the signatures
+    """Every warm-up request, then serving_default's text as `tablegen generate` writes it.
+    Keras 3 variables exported through a tf.Module were saved as copies the signatures
     do not read (keras-team/keras#20095): TF2's loader coped, TF Serving answered
     FAILED_PRECONDITION "Could not find variable" to every request."""
     proc = subprocess.run(
@@ -138,7 +148,10 @@ def test_savedmodel_runs_as_tf_serving_loads_it(trained, exported, tables):
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    ran = {line.split(": ")[1] for line in proc.stdout.splitlines() if line.startswith("warm-up ran: ")}
+    assert ran == {"serving_default", "explain", "generate"}
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == _local_texts(trained)
+
 
 def test_generate_signature_decodes_two_beam_widths_as_tablegen_generate(trained, exported, tables):
     """`generate` reads its beam width at run time (one search graph): greedy (1) and a
