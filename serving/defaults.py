@@ -7,3 +7,9 @@ POLL_SECONDS = 1.0
 # How long a newly seen version's files must stay unchanged before it loads (a copy in
 # progress changes within it; an atomic rename is ready at once).
 SETTLE_SECONDS = 0.2
+
+# How a version is loaded and run (serving.model_manager.RUNTIMES): TF2's Python functions
+# (tf.saved_model.load), or a TF1 session by the SignatureDefs' tensor names as TF Serving
+# runs them (serving.session_runtime).
+RUNTIMES = ("function", "session")
+DEFAULT_RUNTIME = "function"

@@ -37,7 +37,8 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 
 from serving.errors import ServingError, not_found
 from serving.partial_load import load_signatures
-from serving.defaults import POLL_SECONDS, SETTLE_SECONDS
+from serving.defaults import DEFAULT_RUNTIME, POLL_SECONDS, RUNTIMES as RUNTIME_NAMES, SETTLE_SECONDS
+from serving.session_runtime import load_session_model
 from serving.signatures import TABLES_INPUT, Signature
 from tablegen_tf.constants import WARMUP_ASSET
 
@@ -52,6 +53,11 @@ FIRST_WARMUP_SIGNATURES = ("serving_default", "")
 # and XLA compilation yield the CPU to requests. Its model calls release the GIL, so a
 # preempted warm-up thread does not hold up the request threads.
 BACKGROUND_WARMUP_NICENESS = 10
+
+
+# serving.defaults.RUNTIMES -> the loader: a session holds ~60x fewer Python objects than
+# tf.saved_model.load's functions, so loading and unloading a version stall requests less.
+RUNTIMES = dict(zip(RUNTIME_NAMES, (tf.saved_model.load, load_session_model)))
 
 
 # Python's GIL switch interval while a SavedModel loads. tf.saved_model.load rebuilds every
@@ -134,11 +140,13 @@ def _first_line(error: BaseException) -> str:
 class LoadedVersion:
     """One loaded SavedModel version with an in-flight count."""
 
-    def __init__(self, name: str, version: int, path: str, first_signatures: Optional[Iterable[str]] = None):
+    def __init__(self, name: str, version: int, path: str, first_signatures: Optional[Iterable[str]] = None,
+                 runtime: str = DEFAULT_RUNTIME):
         """``first_signatures``: load only these now (serving.partial_load) when the version
-        has others; ``load_rest`` loads the others later."""
+        has others; ``load_rest`` loads the others later. ``runtime``: a key of RUNTIMES."""
         register_custom_ops()
         self.name, self.version, self.path = name, version, path
+        self._load_whole = RUNTIMES[runtime]
         self.signature_defs = read_signature_defs(path)
         names = {key for key in self.signature_defs.signature_def if not key.startswith("__")}
         first = names & set(first_signatures or ())
@@ -149,7 +157,7 @@ class LoadedVersion:
             self._model = self._load_partial(sorted(first))
         if self._model is None:
             with short_gil_switch_interval():
-                self._model = tf.saved_model.load(path)
+                self._model = self._load_whole(path)
             self._rest_loaded.set()
         self.signatures = {k: Signature(k, fn) for k, fn in self._model.signatures.items()}
         self.state = "AVAILABLE"
@@ -160,7 +168,7 @@ class LoadedVersion:
     def _load_partial(self, signatures: List[str]):
         try:
             with short_gil_switch_interval():
-                return load_signatures(self.path, signatures)
+                return load_signatures(self.path, signatures, self._load_whole)
         except Exception as error:  # e.g. a SavedModel without an object graph: load it whole
             log.warning("loading only %s of %s failed, loading all of it: %s", signatures, self.path,
                         _first_line(error))
@@ -183,7 +191,7 @@ class LoadedVersion:
             self._rest_model = self._load_partial(self._left_out())
             if self._rest_model is None:
                 with short_gil_switch_interval():
-                    self._rest_model = tf.saved_model.load(self.path)
+                    self._rest_model = self._load_whole(self.path)
             rest = {k: Signature(k, fn) for k, fn in self._rest_model.signatures.items() if k not in self.signatures}
             self.signatures = {**self.signatures, **rest}
             log.info("model %s version %d: %s loaded in %.2fs", self.name, self.version,
@@ -321,8 +329,9 @@ class ModelManager:
 
     def __init__(self, name: str, model_dir: str, poll_seconds: float = POLL_SECONDS,
                  background_warmup: bool = True, loader_niceness: int = 0,
-                 settle_seconds: float = SETTLE_SECONDS):
+                 settle_seconds: float = SETTLE_SECONDS, runtime: str = DEFAULT_RUNTIME):
         self.name = name
+        self.runtime = runtime  # how versions are loaded and run: a key of RUNTIMES
         self.model_dir = model_dir
         self.poll_seconds = poll_seconds
         # A new version's files must stay unchanged this long before it loads; 0 waits
@@ -449,7 +458,7 @@ class ModelManager:
         started = time.perf_counter()
         try:
             loaded = LoadedVersion(self.name, version, path,
-                                   FIRST_WARMUP_SIGNATURES if self.background_warmup else None)
+                                   FIRST_WARMUP_SIGNATURES if self.background_warmup else None, self.runtime)
             load_seconds = time.perf_counter() - started
             first, later = split_warmup(loaded.warmup_requests(), self.background_warmup)
             succeeded, warmups = loaded.warm_up(first)

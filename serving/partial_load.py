@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Iterable, Set
+from typing import Callable, Iterable, Set
 
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
@@ -114,8 +114,9 @@ def _graph_functions(graph_def, dropped: Set[str]) -> Set[str]:
     return names - dropped
 
 
-def load_signatures(export_dir: str, keep: Iterable[str]):
-    """``tf.saved_model.load`` of ``export_dir`` with only the signatures ``keep``."""
+def load_signatures(export_dir: str, keep: Iterable[str], load: Callable = tf.saved_model.load):
+    """``load`` (tf.saved_model.load, or serving.session_runtime's) of ``export_dir`` with
+    only the signatures ``keep``."""
     saved_model = saved_model_pb2.SavedModel()
     with open(os.path.join(export_dir, SAVED_MODEL_PB), "rb") as handle:
         saved_model.ParseFromString(handle.read())
@@ -126,6 +127,6 @@ def load_signatures(export_dir: str, keep: Iterable[str]):
         for name in LINKED:
             if os.path.exists(os.path.join(export_dir, name)):
                 os.symlink(os.path.abspath(os.path.join(export_dir, name)), os.path.join(scratch, name))
-        return tf.saved_model.load(scratch)
+        return load(scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -20,7 +20,7 @@ import threading
 from concurrent import futures
 from typing import Dict, List, Optional
 
-from serving.defaults import POLL_SECONDS, SETTLE_SECONDS
+from serving.defaults import DEFAULT_RUNTIME, POLL_SECONDS, RUNTIMES, SETTLE_SECONDS
 from serving.limits import add_limit_arguments, limits_from_args
 from serving.tls import add_tls_arguments, tls_from_args
 
@@ -48,6 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="niceness of the thread loading new versions (Linux): a higher value "
                        "leaves more CPU to requests during a swap and makes the new version "
                        "available later (default: %(default)s)")
+    model.add_argument("--runtime", choices=sorted(RUNTIMES), default=DEFAULT_RUNTIME,
+                       help="how versions are loaded and run: 'function' (TF2's tf.saved_model.load) "
+                       "or 'session' (a TF1 session by the SignatureDefs' tensor names, as TF Serving "
+                       "does: about 60x fewer Python objects per version, so loading and unloading "
+                       "a version stall requests less; serving/README.md) (default: %(default)s)")
     model.add_argument("--graph-optimization", action=argparse.BooleanOptionalAction, default=False,
                        help="let TensorFlow's graph optimiser (Grappler) rewrite each loaded function "
                        "before its first call. Off by default: that first call, which every new "
@@ -213,7 +218,7 @@ def build_server(args) -> ModelServer:
     from serving.predictor import Predictor
 
     managers = {name: ModelManager(name, path, args.poll_seconds, args.background_warmup,
-                                   args.loader_niceness, args.settle_seconds)
+                                   args.loader_niceness, args.settle_seconds, args.runtime)
                 for name, path in model_dirs(args).items()}
     predictor = Predictor(managers, args.max_concurrency, args.max_batch_size,
                           args.queue_timeout_seconds, batching_options(args), limits_from_args(args))

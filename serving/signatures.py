@@ -68,7 +68,9 @@ class Signature:
         return Prepared(tensors, batch_size)
 
     def run(self, tensors: Mapping[str, tf.Tensor]) -> Dict[str, np.ndarray]:
-        return {key: value.numpy() for key, value in self.fn(**tensors).items()}
+        # numpy already from a session (serving.session_runtime), eager tensors from a function
+        return {key: value if isinstance(value, np.ndarray) else value.numpy()
+                for key, value in self.fn(**tensors).items()}
 
 
 def array_dtype(array: np.ndarray) -> tf.DType:

@@ -153,6 +153,23 @@ def test_savedmodel_runs_as_tf_serving_loads_it(trained, exported, tables):
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == _local_texts(trained)
 
 
+def test_session_runtime_serves_a_real_export_pruned_to_serving_default(trained, exported, tables):
+    """`tablegen serve --runtime session` before a swap: serving_default alone (pruned
+    copy, serving.partial_load) in a TF1 session, with `tablegen generate`'s texts."""
+    from serving.model_manager import register_custom_ops
+    from serving.partial_load import load_signatures
+    from serving.session_runtime import load_session_model
+
+    register_custom_ops()
+    alone = load_signatures(os.path.join(exported, "tablegen", "1"), ["serving_default"], load_session_model)
+    try:
+        assert list(alone.signatures) == ["serving_default"]
+        texts = alone.signatures["serving_default"](tables=tf.constant(tables))["text"]
+        assert [t.decode("utf-8") for t in texts] == _local_texts(trained)
+    finally:
+        alone.close()
+
+
 def test_generate_signature_decodes_two_beam_widths_as_tablegen_generate(trained, exported, tables):
     """`generate` reads its beam width at run time (one search graph): greedy (1) and a
     beam (3, with the run's slot and coverage reranking) give `tablegen generate`'s texts."""

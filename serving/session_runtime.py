@@ -1,0 +1,72 @@
+"""Signatures run in a TF1 session, as TF Serving runs them (``tablegen serve --runtime session``).
+
+TF Serving's loader (SavedModelBundle) imports the meta graph into a session, runs the
+saver's restore op and the init op, and answers a request with ``Session.run`` by the
+SignatureDef's tensor names. ``tf.saved_model.load`` instead rebuilds every function of
+the library as a Python graph: about 300,000 Python objects for a real export (load time
+under the GIL, and a full collection of 0.8-1.2 s when the version is unloaded, which
+stalls every request; benchmarks/serving_load.py --swap-timeline shows it). A session holds
+about 5,000. Same graphs, same kernels, same text; errors raise the same tf.errors classes.
+
+``SessionFunction`` has what serving.signatures.Signature reads of a ConcreteFunction:
+``structured_input_signature``, ``structured_outputs`` and a call by input name.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+import tensorflow as tf
+
+SERVE_TAG = "serve"
+
+
+def _spec(key: str, info) -> tf.TensorSpec:
+    return tf.TensorSpec(tf.TensorShape(info.tensor_shape), tf.as_dtype(info.dtype), name=key)
+
+
+def session_config() -> tf.compat.v1.ConfigProto:
+    """The process's Grappler switch (tablegen serve --graph-optimization sets it for
+    functions) applied to a session too, so both runtimes optimise alike."""
+    config = tf.compat.v1.ConfigProto()
+    if tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer"):
+        config.graph_options.rewrite_options.disable_meta_optimizer = True
+    return config
+
+
+class SessionFunction:
+    """One SignatureDef as a callable: keyword inputs in, {output key: numpy array} out."""
+
+    def __init__(self, session: tf.compat.v1.Session, signature_def):
+        self._input_keys = sorted(signature_def.inputs)
+        self._output_keys = sorted(signature_def.outputs)
+        self.structured_input_signature = ((), {k: _spec(k, signature_def.inputs[k]) for k in self._input_keys})
+        self.structured_outputs = {k: _spec(k, signature_def.outputs[k]) for k in self._output_keys}
+        # A callable skips Session.run's per-call feed and fetch parsing.
+        self._run = session.make_callable([signature_def.outputs[k].name for k in self._output_keys],
+                                          feed_list=[signature_def.inputs[k].name for k in self._input_keys])
+
+    def __call__(self, **inputs) -> Dict[str, np.ndarray]:
+        values = self._run(*[np.asarray(inputs[key]) for key in self._input_keys])
+        return dict(zip(self._output_keys, values))
+
+
+class SessionModel:
+    """A SavedModel loaded into its own graph and session; ``signatures`` as tf.saved_model.load's."""
+
+    def __init__(self, export_dir: str):
+        self.graph = tf.Graph()
+        self.session = tf.compat.v1.Session(graph=self.graph, config=session_config())
+        with self.graph.as_default():
+            meta_graph = tf.compat.v1.saved_model.load(self.session, [SERVE_TAG], export_dir)
+        self.signatures = {key: SessionFunction(self.session, signature_def)
+                           for key, signature_def in meta_graph.signature_def.items()
+                           if not key.startswith("__")}  # e.g. __saved_model_init_op
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def load_session_model(export_dir: str) -> SessionModel:
+    return SessionModel(export_dir)

@@ -1,0 +1,107 @@
+"""`tablegen serve --runtime session`: versions loaded and run in a TF1 session, as TF Serving
+does, behave as the default runtime's (tf.saved_model.load) over the stand-in SavedModels."""
+
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from serving import testing
+from serving.model_manager import ModelManager
+from serving.session_runtime import SessionModel
+from serving.signatures import Signature
+from serving.testing import MODEL
+
+TABLES = testing.sample_tables(3)
+
+
+def test_session_signatures_match_the_loaded_functions(exports):
+    """Same signature names, input and output specs (so the same request checks and
+    batching), and the same outputs."""
+    session_model = SessionModel(exports["v1"])
+    functions = tf.saved_model.load(exports["v1"]).signatures
+    try:
+        assert set(session_model.signatures) == set(functions)
+        for name, function in functions.items():
+            ours, theirs = Signature(name, session_model.signatures[name]), Signature(name, function)
+            assert ours.inputs == theirs.inputs and ours.outputs == theirs.outputs
+            assert ours.batchable == theirs.batchable
+        tables = tf.constant(TABLES)
+        ours = Signature("serving_default", session_model.signatures["serving_default"]).run({"tables": tables})
+        theirs = Signature("serving_default", functions["serving_default"]).run({"tables": tables})
+        assert ours.keys() == theirs.keys()
+        for key in ours:
+            np.testing.assert_array_equal(ours[key], theirs[key])
+        assert [t.decode() for t in ours["text"]] == [testing.expected_text(t, "v1") for t in TABLES]
+    finally:
+        session_model.close()
+
+
+def test_a_graph_check_raises_the_same_error_class(exports):
+    """The server maps tf.errors classes to gRPC codes: a session raises the same ones."""
+    session_model = SessionModel(exports["v1"])
+    try:
+        with pytest.raises(tf.errors.InvalidArgumentError, match="tables must be JSON objects"):
+            session_model.signatures["serving_default"](tables=tf.constant(["not a table"]))
+    finally:
+        session_model.close()
+
+
+def test_session_runtime_loads_warms_up_and_swaps(tmp_path, exports):
+    """serving_default first (pruned, serving.partial_load), generate in the background,
+    then a pushed version takes over; all through sessions."""
+    model_dir = str(tmp_path / MODEL)
+    testing.push_version(exports["v1"], model_dir, 1)
+    manager = ModelManager(MODEL, model_dir, poll_seconds=0.01, settle_seconds=0, runtime="session")
+    try:
+        manager.poll_once(initial=True)
+        manager.wait_for_warm_up()
+        with manager.lease() as loaded:
+            assert isinstance(loaded._model, SessionModel) and loaded.complete
+            assert list(loaded._model.signatures) == ["serving_default"]  # pruned to it
+            text = loaded.signature("").run({"tables": tf.constant(TABLES[:1])})["text"][0].decode()
+            assert text == testing.expected_text(TABLES[0], "v1")
+            generated = loaded.signature("generate").run({
+                "tables": tf.constant(TABLES[:1]), "beam_size": tf.constant(1),
+                "max_length": tf.constant(100), "must_include": tf.zeros([1, 0], tf.string)})
+            assert generated["text"][0].decode() == testing.expected_text(TABLES[0], "v1")
+        testing.push_version(exports["v2"], model_dir, 2)
+        manager.poll_once()
+        manager.poll_once()
+        manager.wait_for_warm_up()
+        with manager.lease() as loaded:
+            assert loaded.version == 2
+            text = loaded.signature("").run({"tables": tf.constant(TABLES[:1])})["text"][0].decode()
+            assert text == testing.expected_text(TABLES[0], "v2")
+    finally:
+        manager.stop()
+
+
+def test_server_with_session_runtime_answers_and_maps_graph_errors(base_path):
+    """Over gRPC: texts, and a graph assertion (tf.errors.InvalidArgumentError from
+    Session.run) is INVALID_ARGUMENT, after which the server keeps serving."""
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from serving import server
+
+    def request(tables):
+        message = predict_pb2.PredictRequest()
+        message.model_spec.name = MODEL
+        message.inputs["tables"].CopyFrom(tf.make_tensor_proto(tables))
+        return message
+
+    instance = server.build_server(testing.serve_args(base_path, "--runtime", "session")).start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{instance.grpc_port}") as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            bad = '{"id": 1, "table": [{"field": "a", "value": "b"}]}'  # JSON the graph rejects
+            with pytest.raises(grpc.RpcError) as error:
+                stub.Predict(request([bad]), timeout=30)
+            assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "tables must be JSON objects" in error.value.details()
+            response = stub.Predict(request(TABLES), timeout=30)
+            texts = [t.decode() for t in tf.make_ndarray(response.outputs["text"])]
+            assert texts == [testing.expected_text(t, "v1") for t in TABLES]
+    finally:
+        instance.stop()
