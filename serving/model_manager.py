@@ -38,7 +38,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 from serving.errors import ServingError, not_found
 from serving.partial_load import load_signatures
 from serving.defaults import DEFAULT_RUNTIME, POLL_SECONDS, RUNTIMES as RUNTIME_NAMES, SETTLE_SECONDS
-from serving.session_runtime import load_session_model
+from serving.session_runtime import SERVE_TAG, load_session_model
 from serving.signatures import TABLES_INPUT, Signature
 from tablegen_tf.constants import WARMUP_ASSET
 
@@ -125,7 +125,7 @@ def read_signature_defs(path: str) -> get_model_metadata_pb2.SignatureDefMap:
     saved_model = saved_model_pb2.SavedModel()
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
         saved_model.ParseFromString(f.read())
-    graphs = [g for g in saved_model.meta_graphs if "serve" in g.meta_info_def.tags]
+    graphs = [g for g in saved_model.meta_graphs if SERVE_TAG in g.meta_info_def.tags]
     result = get_model_metadata_pb2.SignatureDefMap()
     for key, value in (graphs or saved_model.meta_graphs)[0].signature_def.items():
         result.signature_def[key].CopyFrom(value)

@@ -3,10 +3,10 @@
 TF Serving's loader (SavedModelBundle) imports the meta graph into a session, runs the
 saver's restore op and the init op, and answers a request with ``Session.run`` by the
 SignatureDef's tensor names. ``tf.saved_model.load`` instead rebuilds every function of
-the library as a Python graph: about 300,000 Python objects for a real export (load time
+the library as a Python graph: 220,000-280,000 Python objects for a real export (load time
 under the GIL, and a full collection of 0.8-1.2 s when the version is unloaded, which
 stalls every request; benchmarks/serving_load.py --swap-timeline shows it). A session holds
-about 5,000. Same graphs, same kernels, same text; errors raise the same tf.errors classes.
+about 4,700. Same graphs, same kernels, same text; errors raise the same tf.errors classes.
 
 ``SessionFunction`` has what serving.signatures.Signature reads of a ConcreteFunction:
 ``structured_input_signature``, ``structured_outputs`` and a call by input name.
@@ -58,8 +58,12 @@ class SessionModel:
     def __init__(self, export_dir: str):
         self.graph = tf.Graph()
         self.session = tf.compat.v1.Session(graph=self.graph, config=session_config())
-        with self.graph.as_default():
-            meta_graph = tf.compat.v1.saved_model.load(self.session, [SERVE_TAG], export_dir)
+        try:
+            with self.graph.as_default():
+                meta_graph = tf.compat.v1.saved_model.load(self.session, [SERVE_TAG], export_dir)
+        except Exception:  # a corrupt or partial version: its session is not left open
+            self.session.close()
+            raise
         self.signatures = {key: SessionFunction(self.session, signature_def)
                            for key, signature_def in meta_graph.signature_def.items()
                            if not key.startswith("__")}  # e.g. __saved_model_init_op

@@ -105,3 +105,15 @@ def test_server_with_session_runtime_answers_and_maps_graph_errors(base_path):
             assert texts == [testing.expected_text(t, "v1") for t in TABLES]
     finally:
         instance.stop()
+
+
+def test_a_corrupt_version_raises_for_the_manager_to_retry(tmp_path, exports):
+    """The manager retries a version whose load raises (serving.model_manager._load)."""
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(exports["v1"], broken)
+    data = (broken / "saved_model.pb").read_bytes()
+    (broken / "saved_model.pb").write_bytes(data[: len(data) // 2])
+    with pytest.raises(Exception):
+        SessionModel(str(broken))
