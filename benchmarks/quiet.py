@@ -7,7 +7,7 @@
 As the CLI does (tablegen_tf.logs.session): descriptors 1 and 2 go to a pipe, whose lines
 are logged and only alerts that are not known noise are shown, so cuInit, absl and oneDNN
 notices stay off the console. Python's own stdout and stderr (figures, progress, argparse
-errors) still reach the terminal. ``TABLEGEN_VERBOSE=1`` shows everything.
+errors) still reach the terminal.
 """
 
 import contextlib

@@ -1,7 +1,6 @@
 """`tablegen serve --runtime session`: versions loaded and run in a TF1 session, as TF Serving
 does, behave as the default runtime's (tf.saved_model.load) over the stand-in SavedModels."""
 
-
 import numpy as np
 import pytest
 import tensorflow as tf
