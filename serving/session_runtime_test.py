@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from serving import testing
 from serving.model_manager import ModelManager
-from serving.session_runtime import SessionModel
+from serving.session_runtime import FUNCTION_CALL_OPS, SERVE_TAG, SessionModel, apply_grappler_switch
 from serving.signatures import Signature
 from serving.testing import MODEL
 
@@ -44,6 +44,31 @@ def test_a_graph_check_raises_the_same_error_class(exports):
             session_model.signatures["serving_default"](tables=tf.constant(["not a table"]))
     finally:
         session_model.close()
+
+
+def test_function_calls_get_the_process_grappler_switch(exports):
+    """A session optimises a called function by the ConfigProto in its call node (Grappler
+    on, from tracing), not by the session's: with the switch off, every call node says so."""
+    from tensorflow.python.saved_model import loader_impl
+
+    meta_graph = loader_impl.SavedModelLoader(exports["v1"]).get_meta_graph_def_from_tags([SERVE_TAG])
+    calls = [n for n in meta_graph.graph_def.node if n.op in FUNCTION_CALL_OPS]
+    calls += [n for f in meta_graph.graph_def.library.function for n in f.node_def if n.op in FUNCTION_CALL_OPS]
+    assert calls
+
+    def grappler_disabled(node) -> bool:
+        config = tf.compat.v1.ConfigProto()
+        config.ParseFromString(node.attr["config_proto"].s)
+        return config.graph_options.rewrite_options.disable_meta_optimizer
+
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    try:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+        assert apply_grappler_switch(meta_graph) == 0 and not any(map(grappler_disabled, calls))
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+        assert apply_grappler_switch(meta_graph) == len(calls) and all(map(grappler_disabled, calls))
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
 def test_session_runtime_loads_warms_up_and_swaps(tmp_path, exports):
