@@ -8,6 +8,13 @@ Serving's batch scheduler: one thread at a time forms a batch (waiting at most
 Unlike a fixed timeout, the wait stops as soon as the queue holds as many rows
 as were recently in flight at once, and is skipped when only one request was in
 flight: a lone sequential client pays no batching delay at all.
+
+Like TF Serving's shared batch scheduler, one batcher serves every version of a
+model's signature: a request names the function it runs (its version's), a batch
+holds requests for one function only, and the threads and the in-flight estimate
+carry over a version swap. A batcher per version started cold at each swap (batches
+of one while its estimate grew) with its own threads beside the old version's still
+draining: 4 batch threads on 2 cores.
 """
 
 from __future__ import annotations
@@ -45,9 +52,12 @@ def parse_batching_parameters(text: str, defaults: Optional[BatchingOptions] = N
     return options
 
 
+Run = Callable[[Dict[str, tf.Tensor]], Dict[str, np.ndarray]]
+
+
 class _Task:
-    def __init__(self, inputs: Dict[str, tf.Tensor], size: int):
-        self.inputs, self.size = inputs, size
+    def __init__(self, inputs: Dict[str, tf.Tensor], size: int, run: Run):
+        self.inputs, self.size, self.run = inputs, size, run
         self.outputs: Optional[Dict[str, np.ndarray]] = None
         self.error: Optional[Exception] = None
         self.done = threading.Event()
@@ -58,10 +68,10 @@ class _Task:
 
 
 class Batcher:
-    """Runs `run(inputs) -> outputs` on concatenations of submitted requests."""
+    """Runs `run(inputs) -> outputs` on concatenations of submitted requests; `run`
+    is the batcher's, or the one a request names (its model version's)."""
 
-    def __init__(self, run: Callable[[Dict[str, tf.Tensor]], Dict[str, np.ndarray]],
-                 options: BatchingOptions, name: str = "batcher"):
+    def __init__(self, run: Optional[Run], options: BatchingOptions, name: str = "batcher"):
         self._run, self._options = run, options
         self._queue: collections.deque = collections.deque()
         self._queued_rows = self._in_flight_rows = 0
@@ -74,8 +84,8 @@ class Batcher:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, inputs: Dict[str, tf.Tensor], size: int) -> Dict[str, np.ndarray]:
-        task = _Task(inputs, size)
+    def submit(self, inputs: Dict[str, tf.Tensor], size: int, run: Optional[Run] = None) -> Dict[str, np.ndarray]:
+        task = _Task(inputs, size, run or self._run)
         with self._cond:
             if self._closed:
                 raise ServingError(grpc.StatusCode.UNAVAILABLE, "server is shutting down")
@@ -130,17 +140,24 @@ class Batcher:
             return self._take()
 
     def _take(self) -> List[_Task]:
+        """The oldest request and the next ones for the same function, in order, up to
+        max_batch_size rows; requests for another function (version) keep their place."""
         batch = [self._queue.popleft()]
-        rows = batch[0].size
+        rows, skipped = batch[0].size, []
         while self._queue and rows + self._queue[0].size <= self._options.max_batch_size:
-            rows += self._queue[0].size
-            batch.append(self._queue.popleft())
+            task = self._queue.popleft()
+            if task.run == batch[0].run:  # bound methods: equal when of the same object
+                rows += task.size
+                batch.append(task)
+            else:
+                skipped.append(task)
+        self._queue.extendleft(reversed(skipped))
         self._queued_rows -= rows
         return batch
 
     def _execute(self, batch: List[_Task]) -> None:
         try:
-            outputs = self._run(_concat([t.inputs for t in batch]) if len(batch) > 1 else batch[0].inputs)
+            outputs = batch[0].run(_concat([t.inputs for t in batch]) if len(batch) > 1 else batch[0].inputs)
         except Exception as error:
             if len(batch) > 1:  # one bad request must not fail its neighbours: run alone
                 for task in batch:

@@ -100,3 +100,26 @@ def test_outputs_are_numpy_slices():
         assert batcher.submit({"x": tf.constant([1, 2, 3])}, 3)["y"].tolist() == [0, 1, 2]
     finally:
         batcher.close()
+
+
+def test_one_batcher_serves_two_versions_without_mixing_them():
+    """A swap's crossover: requests for the old and the new version's function share the
+    queue and threads, and each batch runs one function on its own requests only."""
+    old, new = RecordingModel(seconds=0.02), RecordingModel(seconds=0.02)
+    old.name, new.name = "old", "new"
+    batcher = Batcher(None, BatchingOptions(max_batch_size=8, batch_timeout_micros=50_000, num_batch_threads=1))
+    results, start = {}, threading.Barrier(8)
+
+    def call(value, model):
+        start.wait()
+        results[value] = (model.name, batcher.submit({"x": tf.constant([value])}, 1, model.__call__)["y"].tolist())
+
+    threads = [threading.Thread(target=call, args=(v, old if v % 2 else new)) for v in range(1, 9)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    batcher.close()
+    assert results == {v: ("old" if v % 2 else "new", [2 * v]) for v in range(1, 9)}
+    assert sum(old.sizes) == sum(new.sizes) == 4
+    assert max(old.sizes) > 1 and max(new.sizes) > 1  # still batched, per function

@@ -38,7 +38,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 from serving.errors import ServingError, not_found
 from serving.partial_load import load_signatures
 from serving.defaults import DEFAULT_RUNTIME, POLL_SECONDS, RUNTIMES as RUNTIME_NAMES, SETTLE_SECONDS
-from serving.session_runtime import SERVE_TAG, load_session_model
+from serving.session_runtime import SERVE_TAG, SessionModel
 from serving.signatures import TABLES_INPUT, Signature
 from tablegen_tf.constants import WARMUP_ASSET
 
@@ -57,7 +57,7 @@ BACKGROUND_WARMUP_NICENESS = 10
 
 # serving.defaults.RUNTIMES -> the loader: a session holds ~60x fewer Python objects than
 # tf.saved_model.load's functions, so loading and unloading a version stall requests less.
-RUNTIMES = dict(zip(RUNTIME_NAMES, (tf.saved_model.load, load_session_model)))
+RUNTIMES = dict(zip(RUNTIME_NAMES, (tf.saved_model.load, SessionModel)))
 
 
 # Python's GIL switch interval while a SavedModel loads. tf.saved_model.load rebuilds every
@@ -164,6 +164,7 @@ class LoadedVersion:
         self._in_flight = 0
         self._lock = threading.Lock()
         self._on_unload: List[Callable[[], None]] = []
+        self._retired_models: list = []
 
     def _load_partial(self, signatures: List[str]):
         try:
@@ -274,10 +275,19 @@ class LoadedVersion:
             self._unload()
 
     def _unload(self) -> None:
+        self._retired_models = [m for m in (self._model, self._rest_model) if m is not None]
+        self._model, self._rest_model, self.signatures, self.state = None, None, {}, "END"
         for callback in self._on_unload:
             callback()
-        self._model, self._rest_model, self.signatures, self.state = None, None, {}, "END"
         log.info("model %s version %d unloaded", self.name, self.version)
+
+    def close_models(self) -> None:
+        """Frees what the unload left: a session closes (TF frees its kernels and variables
+        with the GIL released), then the Python objects wait for the collection."""
+        models, self._retired_models = self._retired_models, []
+        for model in models:
+            if hasattr(model, "close"):
+                model.close()
 
 
 def synthetic_inputs(signature: Signature) -> Dict[str, np.ndarray]:
@@ -348,6 +358,7 @@ class ModelManager:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._unloaded = threading.Event()  # a retired version drained: collect its memory
+        self._drained: List[LoadedVersion] = []  # those versions, to close on the poll thread
 
     # --- lifecycle -------------------------------------------------------------
     def start(self) -> None:
@@ -368,6 +379,7 @@ class ModelManager:
             current, self._current = self._current, None
         if current:
             current.retire()
+            current.close_models()  # nothing when requests are still in flight
 
     def wait_for_warm_up(self, timeout: Optional[float] = None) -> None:
         """Until the background warm-ups started so far have ended."""
@@ -409,6 +421,8 @@ class ModelManager:
         if self._unloaded.is_set():
             self._unloaded.clear()
             started = time.perf_counter()
+            while self._drained:
+                self._drained.pop().close_models()
             freed = gc.collect()
             log.info("collected %d objects of unloaded versions in %.2fs", freed,
                      time.perf_counter() - started)
@@ -512,7 +526,7 @@ class ModelManager:
         log.info("model %s now serves version %d", self.name, loaded.version)
         if old:
             old.on_unload(lambda v=old.version: self._set_status(v, "END"))
-            old.on_unload(self._unloaded.set)
+            old.on_unload(lambda v=old: (self._drained.append(v), self._unloaded.set()))
             old.retire()
 
     def _set_status(self, version: int, state: str, error: str = "") -> None:

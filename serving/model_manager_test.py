@@ -159,21 +159,29 @@ def test_start_falls_back_when_the_newest_version_is_corrupt(base_path, exports)
     manager.stop()
 
 
-def test_unloaded_version_memory_is_freed_on_the_poll_thread(manager, base_path, exports):
+@pytest.mark.parametrize("runtime", ["function", "session"])
+def test_unloaded_version_memory_is_freed_on_the_poll_thread(base_path, exports, runtime):
     """A restored SavedModel sits in reference cycles; with automatic collection off,
-    only the manager's own collection after the swap can free its variables."""
+    only the manager's own collection after the swap can free its variables (functions)
+    or its graph, after its session was closed there (session)."""
+    manager = ModelManager(MODEL, os.path.join(base_path, MODEL), poll_seconds=0.01,
+                           settle_seconds=0, runtime=runtime)
+    manager.poll_once(initial=True)
+    manager.wait_for_warm_up()
     with manager.lease() as old:
-        variable = weakref.ref(old._model.weights.handle)  # captured by cyclic FuncGraphs
+        # captured by cyclic FuncGraphs; a tf.Graph in cycles with its operations
+        freed = weakref.ref(old._model.weights.handle if runtime == "function" else old._model.graph)
     gc.disable()
     try:
         testing.push_version(exports["v2"], os.path.join(base_path, MODEL), 2)
         manager.poll_once()
-        assert variable() is not None
-        manager.poll_once()  # swaps, retires version 1 (nothing in flight), collects
+        assert freed() is not None
+        manager.poll_once()  # swaps, retires version 1 (nothing in flight), closes, collects
         assert serving_version(manager) == 2
-        assert variable() is None
+        assert freed() is None
     finally:
         gc.enable()
+        manager.stop()
 
 
 def test_warm_up_replays_the_tf_serving_warmup_file_that_export_writes(tmp_path, exports):

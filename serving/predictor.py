@@ -42,7 +42,7 @@ class Predictor:
         self.queue_timeout = queue_timeout
         self.batching = batching
         self._slots = threading.BoundedSemaphore(max_concurrency)
-        self._batchers: Dict[Tuple[str, int, str], Batcher] = {}
+        self._batchers: Dict[Tuple[str, str], Batcher] = {}
         self._batchers_lock = threading.Lock()
 
     def manager(self, name: str) -> ModelManager:
@@ -103,22 +103,16 @@ class Predictor:
     def _execute(self, loaded: LoadedVersion, signature: Signature, prepared: Prepared):
         if self.batching is None or not signature.batchable:
             return signature.run(prepared.tensors)
-        return self._batcher(loaded, signature).submit(prepared.tensors, prepared.batch_size)
+        return self._batcher(loaded.name, signature.name).submit(
+            prepared.tensors, prepared.batch_size, signature.run)
 
-    def _batcher(self, loaded: LoadedVersion, signature: Signature) -> Batcher:
-        """One batcher per (model, version, signature); it dies with its version."""
-        key = (loaded.name, loaded.version, signature.name)
+    def _batcher(self, model_name: str, signature_name: str) -> Batcher:
+        """One batcher per (model, signature), shared by its versions (serving.batching)."""
+        key = (model_name, signature_name)
         with self._batchers_lock:
             if key not in self._batchers:
-                self._batchers[key] = Batcher(signature.run, self.batching, name="batch-%s-%d" % key[:2])
-                loaded.on_unload(lambda: self._drop_batcher(key))
+                self._batchers[key] = Batcher(None, self.batching, name="batch-%s-%s" % key)
             return self._batchers[key]
-
-    def _drop_batcher(self, key) -> None:
-        with self._batchers_lock:
-            batcher = self._batchers.pop(key, None)
-        if batcher:
-            batcher.close(wait=False)
 
 
 def _check_deadline(deadline: Optional[float], when: str) -> None:

@@ -49,10 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "leaves more CPU to requests during a swap and makes the new version "
                        "available later (default: %(default)s)")
     model.add_argument("--runtime", choices=sorted(RUNTIMES), default=DEFAULT_RUNTIME,
-                       help="how versions are loaded and run: 'function' (TF2's tf.saved_model.load) "
-                       "or 'session' (a TF1 session by the SignatureDefs' tensor names, as TF Serving "
-                       "does: about 60x fewer Python objects per version, so loading and unloading "
-                       "a version stall requests less; serving/README.md) (default: %(default)s)")
+                       help="how versions are loaded and run: 'session' (a TF1 session by the "
+                       "SignatureDefs' tensor names, as TF Serving does: about 60x fewer Python "
+                       "objects per version, so loading and unloading a version stall requests "
+                       "less) or 'function' (TF2's tf.saved_model.load); serving/README.md "
+                       "compares them (default: %(default)s)")
     model.add_argument("--graph-optimization", action=argparse.BooleanOptionalAction, default=False,
                        help="let TensorFlow's graph optimiser (Grappler) rewrite each loaded function "
                        "before its first call. Off by default: that first call, which every new "

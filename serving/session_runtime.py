@@ -106,7 +106,3 @@ class SessionModel:
 
     def close(self) -> None:
         self.session.close()
-
-
-def load_session_model(export_dir: str) -> SessionModel:
-    return SessionModel(export_dir)

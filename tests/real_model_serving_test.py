@@ -158,10 +158,10 @@ def test_session_runtime_serves_a_real_export_pruned_to_serving_default(trained,
     copy, serving.partial_load) in a TF1 session, with `tablegen generate`'s texts."""
     from serving.model_manager import register_custom_ops
     from serving.partial_load import load_signatures
-    from serving.session_runtime import load_session_model
+    from serving.session_runtime import SessionModel
 
     register_custom_ops()
-    alone = load_signatures(os.path.join(exported, "tablegen", "1"), ["serving_default"], load_session_model)
+    alone = load_signatures(os.path.join(exported, "tablegen", "1"), ["serving_default"], SessionModel)
     try:
         assert list(alone.signatures) == ["serving_default"]
         texts = alone.signatures["serving_default"](tables=tf.constant(tables))["text"]
