@@ -71,6 +71,21 @@ def test_function_calls_get_the_process_grappler_switch(exports):
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 
 
+def test_the_function_library_is_added_without_python_wrappers(exports):
+    """Nodes imported first, then each function by its own C call: the whole library is
+    there, and no per-function Python object is left for the collector."""
+    from tensorflow.python.saved_model import loader_impl
+
+    meta_graph = loader_impl.SavedModelLoader(exports["v1"]).get_meta_graph_def_from_tags([SERVE_TAG])
+    wanted = {f.signature.name for f in meta_graph.graph_def.library.function}
+    session_model = SessionModel(exports["v1"])
+    try:
+        assert wanted and {f.signature.name for f in session_model.graph.as_graph_def().library.function} == wanted
+        assert not session_model.graph._functions
+    finally:
+        session_model.close()
+
+
 def test_session_runtime_loads_warms_up_and_swaps(tmp_path, exports):
     """serving_default first (pruned, serving.partial_load), generate in the background,
     then a pushed version takes over; all through sessions."""
