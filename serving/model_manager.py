@@ -51,7 +51,8 @@ WARMUP_TABLE = '{"table": [{"field": "name", "value": "warm up"}]}'
 FIRST_WARMUP_SIGNATURES = ("serving_default", "")
 # Niceness of the background warm-up thread (Linux: per thread): its graph optimisation
 # and XLA compilation yield the CPU to requests. Its model calls release the GIL, so a
-# preempted warm-up thread does not hold up the request threads.
+# preempted warm-up thread does not hold up the request threads. Never less nice than the
+# loader thread (--loader-niceness), which starts it.
 BACKGROUND_WARMUP_NICENESS = 10
 
 
@@ -423,9 +424,10 @@ class ModelManager:
             started = time.perf_counter()
             while self._drained:
                 self._drained.pop().close_models()
+            closed = time.perf_counter()
             freed = gc.collect()
-            log.info("collected %d objects of unloaded versions in %.2fs", freed,
-                     time.perf_counter() - started)
+            log.info("collected %d objects of unloaded versions in %.2fs (after %.2fs closing "
+                     "their sessions)", freed, time.perf_counter() - closed, closed - started)
 
     def _candidates(self, initial: bool) -> List[int]:
         """Versions, newest first, whose directory is complete and (after start-up)
@@ -501,7 +503,7 @@ class ModelManager:
 
         def run() -> None:
             try:
-                lower_thread_priority(BACKGROUND_WARMUP_NICENESS)
+                lower_thread_priority(max(BACKGROUND_WARMUP_NICENESS, self.loader_niceness))
                 started = time.perf_counter()
                 added = loaded.load_rest()
                 # without warm-up requests for them: one synthetic row per signature loaded now

@@ -20,7 +20,7 @@ import threading
 from concurrent import futures
 from typing import Dict, List, Optional
 
-from serving.defaults import DEFAULT_RUNTIME, POLL_SECONDS, RUNTIMES, SETTLE_SECONDS
+from serving.defaults import DEFAULT_RUNTIME, LOADER_NICENESS, POLL_SECONDS, RUNTIMES, SETTLE_SECONDS
 from serving.limits import add_limit_arguments, limits_from_args
 from serving.tls import add_tls_arguments, tls_from_args
 
@@ -44,10 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="warm up only serving_default before a new version takes traffic and "
                        "the other signatures right after, in the background; --no-background-warmup "
                        "replays the whole warm-up file first, as TF Serving does (default: on)")
-    model.add_argument("--loader-niceness", type=int, default=0,
+    model.add_argument("--loader-niceness", type=int, default=LOADER_NICENESS,
                        help="niceness of the thread loading new versions (Linux): a higher value "
                        "leaves more CPU to requests during a swap and makes the new version "
-                       "available later (default: %(default)s)")
+                       "available later; 0 loads at the requests' priority (default: %(default)s)")
     model.add_argument("--runtime", choices=sorted(RUNTIMES), default=DEFAULT_RUNTIME,
                        help="how versions are loaded and run: 'session' (a TF1 session by the "
                        "SignatureDefs' tensor names, as TF Serving does: about 60x fewer Python "
