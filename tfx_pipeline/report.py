@@ -253,7 +253,8 @@ def next_commands(config: PipelineConfig, report: Dict) -> List[str]:
         eval_input = _input_file(config.input_base, eval_split.pattern) if eval_split else None
         if eval_input:
             commands.append(f"tablegen generate --server localhost:8500 --model-name {config.model_name} "
-                            f"--format {eval_split.format} --input {_show(eval_input)}")
+                            f"--format {eval_split.format} --input {_show(eval_input)} "
+                            f"--output {config.model_name}-{eval_split.name}.txt")
     logs = (next((s["figures"] for s in report["stages"] if s["name"] == "Trainer"), {}) or {}).get("tensorboard_logs")
     if logs:
         commands.append(f"tensorboard --logdir {_show(logs)}")
