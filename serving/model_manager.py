@@ -358,8 +358,8 @@ class ModelManager:
         self._retry: Dict[int, Tuple[float, int]] = {}  # version -> (next attempt, failures)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        self._unloaded = threading.Event()  # a retired version drained: collect its memory
-        self._drained: List[LoadedVersion] = []  # those versions, to close on the poll thread
+        # Retired versions that drained: closed and collected on the poll thread.
+        self._drained: List[LoadedVersion] = []
 
     # --- lifecycle -------------------------------------------------------------
     def start(self) -> None:
@@ -418,9 +418,9 @@ class ModelManager:
         """A restored SavedModel sits in reference cycles, so its variables (the bulk
         of its memory) are freed only by a full collection, which a steady request
         load rarely triggers: without this, RSS grew by one model per swap. Run
-        here, on the poll thread, not on the request thread that drained it."""
-        if self._unloaded.is_set():
-            self._unloaded.clear()
+        here, on the poll thread, not on the request thread that drained it; each
+        session is closed first (TF frees its memory with the GIL released)."""
+        if self._drained:
             started = time.perf_counter()
             while self._drained:
                 self._drained.pop().close_models()
@@ -528,7 +528,7 @@ class ModelManager:
         log.info("model %s now serves version %d", self.name, loaded.version)
         if old:
             old.on_unload(lambda v=old.version: self._set_status(v, "END"))
-            old.on_unload(lambda v=old: (self._drained.append(v), self._unloaded.set()))
+            old.on_unload(lambda v=old: self._drained.append(v))
             old.retire()
 
     def _set_status(self, version: int, state: str, error: str = "") -> None:
