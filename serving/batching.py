@@ -5,9 +5,13 @@ throughput under concurrency comes from batching, not threads. Like TF
 Serving's batch scheduler: one thread at a time forms a batch (waiting at most
 `batch_timeout_micros` for it to fill) while the others run theirs.
 
-Unlike a fixed timeout, the wait stops as soon as the queue holds as many rows
-as were recently in flight at once, and is skipped when only one request was in
-flight: a lone sequential client pays no batching delay at all.
+Unlike a fixed timeout, the wait stops as soon as the queue holds this thread's share
+of the rows recently in flight at once (their peak over the threads), and is skipped
+when only one request was in flight: a lone sequential client pays no batching delay.
+A batch takes no more than that share, so under steady load each batch thread runs its
+own half (on 2 threads) concurrently: on 2 cores two concurrent batches of 8 tables ran
+1.2-1.3x the tables/s of one batch of 16 (E2E export, serving/README.md), and sharing
+evenly keeps a returning group of clients from being split into batches of 1-3.
 
 Like TF Serving's shared batch scheduler, one batcher serves every version of a
 model's signature: a request names the function it runs (its version's), a batch
@@ -20,6 +24,7 @@ draining: 4 batch threads on 2 cores.
 from __future__ import annotations
 
 import collections
+import math
 import re
 import threading
 import time
@@ -130,21 +135,25 @@ class Batcher:
                 self._cond.wait()
             if not self._queue:
                 return None
-            target = min(self._options.max_batch_size, self._peak_rows)
+            target = self._share()
             deadline = time.monotonic() + self._options.batch_timeout_micros / 1e6
             while self._queued_rows < target and not self._closed:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 self._cond.wait(remaining)
-            return self._take()
+            return self._take(target)
 
-    def _take(self) -> List[_Task]:
+    def _share(self) -> int:
+        """Rows one batch waits for and takes: the recent peak in flight over the threads."""
+        return max(1, min(self._options.max_batch_size, math.ceil(self._peak_rows / len(self._threads))))
+
+    def _take(self, limit: int) -> List[_Task]:
         """The oldest request and the next ones for the same function, in order, up to
-        max_batch_size rows; requests for another function (version) keep their place."""
+        `limit` rows; requests for another function (version) keep their place."""
         batch = [self._queue.popleft()]
         rows, skipped = batch[0].size, []
-        while self._queue and rows + self._queue[0].size <= self._options.max_batch_size:
+        while self._queue and rows + self._queue[0].size <= limit:
             task = self._queue.popleft()
             if task.run == batch[0].run:  # bound methods: equal when of the same object
                 rows += task.size

@@ -123,3 +123,25 @@ def test_one_batcher_serves_two_versions_without_mixing_them():
     assert results == {v: ("old" if v % 2 else "new", [2 * v]) for v in range(1, 9)}
     assert sum(old.sizes) == sum(new.sizes) == 4
     assert max(old.sizes) > 1 and max(new.sizes) > 1  # still batched, per function
+
+
+def test_under_steady_load_each_thread_batches_its_share_of_the_clients():
+    """16 clients in a closed loop on 2 batch threads: batches of at most 8, mostly of 8,
+    two at a time (one batch of 16 would leave a core idle; see serving.batching)."""
+    model = RecordingModel(seconds=0.02)
+    batcher = Batcher(model, BatchingOptions(max_batch_size=64, batch_timeout_micros=50_000, num_batch_threads=2))
+    start = threading.Barrier(16)
+
+    def client(value):
+        start.wait()
+        for _ in range(6):
+            assert batcher.submit({"x": tf.constant([value])}, 1)["y"].tolist() == [2 * value]
+
+    threads = [threading.Thread(target=client, args=(v,)) for v in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    batcher.close()
+    assert sum(model.sizes) == 96 and max(model.sizes) <= 8
+    assert sum(size for size in model.sizes if size == 8) >= 48, model.sizes
