@@ -21,3 +21,9 @@ DEFAULT_RUNTIME = "session"
 # instantiation) runs in that thread without the GIL, so a low priority leaves the cores to
 # requests: swap p99 1.64-1.97x steady at 19 against 2.38-3.17x at 0 (serving/README.md).
 LOADER_NICENESS = 19
+
+# Niceness of the threads that run warm-up calls (a session's warm-up pool; at most the
+# loader's): a dial between the swap's p99 and the first answer after a push. Under 16
+# clients (serving/README.md): at 0 (the requests' pool) 2.17-2.54x steady and 7.0-7.8 s;
+# at 5 1.84-1.88x and 9.4-10.2 s; at 10 and 19 1.58-1.80x but 10.2-11.9 s (target 10 s).
+WARMUP_NICENESS = 5

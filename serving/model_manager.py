@@ -37,7 +37,8 @@ from tensorflow_serving.apis import get_model_metadata_pb2, prediction_log_pb2
 
 from serving.errors import ServingError, not_found
 from serving.partial_load import load_signatures
-from serving.defaults import DEFAULT_RUNTIME, POLL_SECONDS, RUNTIMES as RUNTIME_NAMES, SETTLE_SECONDS
+from serving.defaults import (DEFAULT_RUNTIME, POLL_SECONDS, RUNTIMES as RUNTIME_NAMES, SETTLE_SECONDS,
+                              WARMUP_NICENESS)
 from serving.session_runtime import SERVE_TAG, SessionModel
 from serving.signatures import TABLES_INPUT, Signature
 from tablegen_tf.constants import WARMUP_ASSET
@@ -217,11 +218,12 @@ class LoadedVersion:
     def synthetic_requests(self, names) -> List[Tuple[str, Dict[str, np.ndarray]]]:
         return [(name, synthetic_inputs(self.signatures[name])) for name in names]
 
-    def warm_up(self, requests=None, stop: Optional[threading.Event] = None) -> Tuple[int, int]:
+    def warm_up(self, requests=None, stop: Optional[threading.Event] = None, niceness: int = 0) -> Tuple[int, int]:
         """Run ``requests`` (default: all of ``warmup_requests()``) before they meet real
         traffic: the first call of a loaded function pays for graph optimisation (~50 ms
         for a toy model, seconds to minutes for a real one) and XLA compilation. Stops
-        early once ``stop`` is set. Returns (requests that succeeded, requests)."""
+        early once ``stop`` is set; ``niceness``: of the threads running them, where the runtime has
+        its own for warm-up (serving.session_runtime). Returns (requests that succeeded, requests)."""
         requests = self.warmup_requests() if requests is None else requests
         succeeded, seconds = 0, collections.Counter()
         for name, arrays in requests:
@@ -229,7 +231,7 @@ class LoadedVersion:
                 break
             started = time.perf_counter()
             try:
-                self.signature(name).run({k: tf.constant(v) for k, v in arrays.items()})
+                self.signature(name).run({k: tf.constant(v) for k, v in arrays.items()}, niceness)
                 succeeded += 1
             except Exception as error:  # warm-up is best effort
                 log.warning("warm-up request to %s/%s failed: %s", self.path, name,
@@ -350,6 +352,7 @@ class ModelManager:
         self.settle_seconds = settle_seconds
         self.background_warmup = background_warmup
         self.loader_niceness = loader_niceness  # of the poll thread, which loads new versions
+        self.warmup_niceness = min(loader_niceness, WARMUP_NICENESS)  # of warm-up calls' threads
         self._warmers: List[threading.Thread] = []
         self._current: Optional[LoadedVersion] = None
         self._lock = threading.Lock()
@@ -477,7 +480,7 @@ class ModelManager:
                                    FIRST_WARMUP_SIGNATURES if self.background_warmup else None, self.runtime)
             load_seconds = time.perf_counter() - started
             first, later = split_warmup(loaded.warmup_requests(), self.background_warmup)
-            succeeded, warmups = loaded.warm_up(first)
+            succeeded, warmups = loaded.warm_up(first, niceness=self.warmup_niceness)
         except Exception as error:  # partial or corrupt export: retry with backoff
             failures = self._retry.get(version, (0.0, 0))[1] + 1
             delay = min(self.poll_seconds * 2 ** failures, MAX_RETRY_SECONDS)
@@ -508,7 +511,7 @@ class ModelManager:
                 added = loaded.load_rest()
                 # without warm-up requests for them: one synthetic row per signature loaded now
                 warmups = requests or loaded.synthetic_requests(added)
-                succeeded, total = loaded.warm_up(warmups, self._stop)
+                succeeded, total = loaded.warm_up(warmups, self._stop, self.warmup_niceness)
                 log.info("model %s version %d: background warm-up (%d of %d requests) in %.2fs",
                          self.name, loaded.version, succeeded, total, time.perf_counter() - started)
             finally:

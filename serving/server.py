@@ -20,7 +20,8 @@ import threading
 from concurrent import futures
 from typing import Dict, List, Optional
 
-from serving.defaults import DEFAULT_RUNTIME, LOADER_NICENESS, POLL_SECONDS, RUNTIMES, SETTLE_SECONDS
+from serving.defaults import (DEFAULT_RUNTIME, LOADER_NICENESS, POLL_SECONDS, RUNTIMES, SETTLE_SECONDS,
+                              WARMUP_NICENESS)
 from serving.limits import add_limit_arguments, limits_from_args
 from serving.tls import add_tls_arguments, tls_from_args
 
@@ -47,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--loader-niceness", type=int, default=LOADER_NICENESS,
                        help="niceness of the thread loading new versions (Linux): a higher value "
                        "leaves more CPU to requests during a swap and makes the new version "
-                       "available later; 0 loads at the requests' priority (default: %(default)s)")
+                       "available later; a session runtime's warm-up calls run at the lower of "
+                       "it and %d; 0 loads and warms up at the requests' priority (default: "
+                       "%%(default)s)" % WARMUP_NICENESS)
     model.add_argument("--runtime", choices=sorted(RUNTIMES), default=DEFAULT_RUNTIME,
                        help="how versions are loaded and run: 'session' (a TF1 session by the "
                        "SignatureDefs' tensor names, as TF Serving does: about 60x fewer Python "

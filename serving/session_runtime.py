@@ -14,7 +14,9 @@ about 4,700. Same graphs, same kernels, same text; errors raise the same tf.erro
 
 from __future__ import annotations
 
-from typing import Dict
+import glob
+import os
+from typing import Dict, List, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -24,6 +26,15 @@ from tensorflow.python.saved_model import loader_impl
 SERVE_TAG = "serve"
 # Nodes that run a function of the library with the ConfigProto in their `config_proto` attr.
 FUNCTION_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+
+# Every session's inter-op thread pools, shared by all versions (process-wide, by name):
+# requests run on the first, warm-up calls on the second. A warm-up's ops run on pool
+# threads, not on the loading thread, so only a pool of their own lets `--loader-niceness`
+# reach them: a new version's first calls then take the cores the requests leave.
+POOLS = ("tablegen-requests", "tablegen-warmup")
+REQUEST_POOL, WARMUP_POOL = 0, 1
+WARMUP_POOL_THREADS = 2
+WARMUP_POOL_THREAD_NAME = "tf_Compute1"  # TF names a session's pool i's threads tf_Compute<i>
 
 
 def _spec(key: str, info) -> tf.TensorSpec:
@@ -40,7 +51,33 @@ def session_config() -> tf.compat.v1.ConfigProto:
     config = tf.compat.v1.ConfigProto()
     if _grappler_disabled():
         config.graph_options.rewrite_options.disable_meta_optimizer = True
+    for index, name in enumerate(POOLS):  # num_threads 0: the default inter-op size (the cores)
+        pool = config.session_inter_op_thread_pool.add(global_name=name)
+        if index == WARMUP_POOL:
+            pool.num_threads = WARMUP_POOL_THREADS
     return config
+
+
+def warmup_pool_threads() -> List[int]:
+    """Thread ids of the warm-up pool (Linux /proc; none elsewhere or before a session ran)."""
+    ids = []
+    for task in glob.glob("/proc/self/task/*"):
+        try:
+            with open(os.path.join(task, "comm")) as handle:
+                if handle.read().strip() == WARMUP_POOL_THREAD_NAME:
+                    ids.append(int(os.path.basename(task)))
+        except (OSError, ValueError):
+            continue  # the thread ended
+    return ids
+
+
+def set_warmup_pool_niceness(niceness: int) -> None:
+    """The warm-up pool's threads take ``niceness`` (lowering it again needs privileges)."""
+    for thread_id in warmup_pool_threads():
+        try:
+            os.setpriority(os.PRIO_PROCESS, thread_id, niceness)
+        except OSError:  # lowering it again needs privileges: it stays where it was
+            pass
 
 
 def apply_grappler_switch(meta_graph) -> int:
@@ -110,6 +147,13 @@ class SessionFunction:
 
     def __call__(self, **inputs) -> Dict[str, np.ndarray]:
         values = self._run(*[np.asarray(inputs[key]) for key in self._input_keys])
+        return dict(zip(self._output_keys, values))
+
+    def warm_up(self, inputs: Mapping[str, np.ndarray], niceness: int) -> Dict[str, np.ndarray]:
+        """A call on the warm-up pool, its threads at ``niceness``."""
+        set_warmup_pool_niceness(niceness)
+        values = self._run(*[np.asarray(inputs[key]) for key in self._input_keys],
+                           options=tf.compat.v1.RunOptions(inter_op_thread_pool=WARMUP_POOL))
         return dict(zip(self._output_keys, values))
 
 

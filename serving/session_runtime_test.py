@@ -1,13 +1,17 @@
 """`tablegen serve --runtime session`: versions loaded and run in a TF1 session, as TF Serving
 does, behave as the default runtime's (tf.saved_model.load) over the stand-in SavedModels."""
 
+import os
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from serving import testing
 from serving.model_manager import ModelManager
-from serving.session_runtime import FUNCTION_CALL_OPS, SERVE_TAG, SessionModel, apply_grappler_switch
+from serving.session_runtime import (FUNCTION_CALL_OPS, SERVE_TAG, SessionModel, apply_grappler_switch,
+                                     set_warmup_pool_niceness, warmup_pool_threads)
 from serving.signatures import Signature
 from serving.testing import MODEL
 
@@ -156,3 +160,28 @@ def test_a_corrupt_version_raises_for_the_manager_to_retry(tmp_path, exports):
     (broken / "saved_model.pb").write_bytes(data[: len(data) // 2])
     with pytest.raises(Exception):
         SessionModel(str(broken))
+
+
+def test_a_warm_up_call_runs_on_its_own_pool_at_the_given_niceness(exports):
+    """A warm-up's ops run on pool threads, not on the loader's: they get the warm-up pool,
+    reniced, and give the same outputs as a request."""
+    session_model = SessionModel(exports["v1"])
+    function = session_model.signatures["serving_default"]
+    seen = {}
+
+    def warm_up_at(niceness):
+        seen["outputs"] = function.warm_up({"tables": np.array(TABLES, dtype=object)}, niceness)
+
+    try:
+        thread = threading.Thread(target=warm_up_at, args=(7,))
+        thread.start()
+        thread.join()
+        pool = warmup_pool_threads()
+        assert pool and all(os.getpriority(os.PRIO_PROCESS, t) == 7 for t in pool)
+        assert os.getpriority(os.PRIO_PROCESS, 0) == 0  # nothing else was reniced
+        expected = function(tables=np.array(TABLES, dtype=object))
+        for key in expected:
+            np.testing.assert_array_equal(seen["outputs"][key], expected[key])
+    finally:
+        set_warmup_pool_niceness(0)  # the pool is process-wide: later tests get it as it was
+        session_model.close()

@@ -67,10 +67,16 @@ class Signature:
         tensors = {k: tf.constant(arrays[k], dtype=spec.dtype) for k, spec in self.inputs.items()}
         return Prepared(tensors, batch_size)
 
-    def run(self, tensors: Mapping[str, tf.Tensor]) -> Dict[str, np.ndarray]:
+    def run(self, tensors: Mapping[str, tf.Tensor], warm_up_niceness: Optional[int] = None) -> Dict[str, np.ndarray]:
+        """warm_up_niceness: run on the runtime's warm-up threads, at that niceness, where it
+        has them (a session's)."""
+        if warm_up_niceness is not None and hasattr(self.fn, "warm_up"):
+            outputs = self.fn.warm_up(tensors, warm_up_niceness)
+        else:
+            outputs = self.fn(**tensors)
         # numpy already from a session (serving.session_runtime), eager tensors from a function
         return {key: value if isinstance(value, np.ndarray) else value.numpy()
-                for key, value in self.fn(**tensors).items()}
+                for key, value in outputs.items()}
 
 
 def array_dtype(array: np.ndarray) -> tf.DType:
