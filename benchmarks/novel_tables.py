@@ -10,7 +10,7 @@ decodes them with `tablegen generate` (the flags after `--`), and prints the slo
 (missed, wrong, added), hallucination and words per text, overall and by attribute count.
 
     .venv/bin/python benchmarks/novel_tables.py --count 630 -- --model runs/op128-s1 \\
-        --ensemble runs/op256-s1 runs/op128c-s1 --beam-size 5 --slot-rerank-weight 20 --slot-end-penalty 3
+        --ensemble runs/op256-s1 runs/op256c-s1 --beam-size 5 --slot-rerank-weight 20 --slot-end-penalty 3
 
 Takes the decoding's time (the quality run's ensemble: ~1.5 min for 630 tables on 2 cores).
 """
