@@ -162,6 +162,7 @@ def test_a_corrupt_version_raises_for_the_manager_to_retry(tmp_path, exports):
         SessionModel(str(broken))
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="thread niceness by /proc: Linux only")
 def test_a_warm_up_call_runs_on_its_own_pool_at_the_given_niceness(exports):
     """A warm-up's ops run on pool threads, not on the loader's: they get the warm-up pool,
     reniced, and give the same outputs as a request."""
