@@ -28,13 +28,13 @@ SERVE_TAG = "serve"
 FUNCTION_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
 
 # Every session's inter-op thread pools, shared by all versions (process-wide, by name):
-# requests run on the first, warm-up calls on the second. A warm-up's ops run on pool
+# requests run on the first (a run's default), warm-up calls on the second. A warm-up's ops run on pool
 # threads, not on the loading thread, so only a pool of their own lets `--loader-niceness`
 # reach them: a new version's first calls then take the cores the requests leave.
 POOLS = ("tablegen-requests", "tablegen-warmup")
-REQUEST_POOL, WARMUP_POOL = 0, 1
+WARMUP_POOL = 1
 WARMUP_POOL_THREADS = 2
-WARMUP_POOL_THREAD_NAME = "tf_Compute1"  # TF names a session's pool i's threads tf_Compute<i>
+WARMUP_POOL_THREAD_NAME = f"tf_Compute{WARMUP_POOL}"  # TF names pool i's threads tf_Compute<i>
 
 
 def _spec(key: str, info) -> tf.TensorSpec:
@@ -72,7 +72,7 @@ def warmup_pool_threads() -> List[int]:
 
 
 def set_warmup_pool_niceness(niceness: int) -> None:
-    """The warm-up pool's threads take ``niceness`` (lowering it again needs privileges)."""
+    """The warm-up pool's threads take ``niceness``."""
     for thread_id in warmup_pool_threads():
         try:
             os.setpriority(os.PRIO_PROCESS, thread_id, niceness)
@@ -146,14 +146,15 @@ class SessionFunction:
                                           feed_list=[signature_def.inputs[k].name for k in self._input_keys])
 
     def __call__(self, **inputs) -> Dict[str, np.ndarray]:
-        values = self._run(*[np.asarray(inputs[key]) for key in self._input_keys])
-        return dict(zip(self._output_keys, values))
+        return self._call(inputs)
 
     def warm_up(self, inputs: Mapping[str, np.ndarray], niceness: int) -> Dict[str, np.ndarray]:
         """A call on the warm-up pool, its threads at ``niceness``."""
         set_warmup_pool_niceness(niceness)
-        values = self._run(*[np.asarray(inputs[key]) for key in self._input_keys],
-                           options=tf.compat.v1.RunOptions(inter_op_thread_pool=WARMUP_POOL))
+        return self._call(inputs, options=tf.compat.v1.RunOptions(inter_op_thread_pool=WARMUP_POOL))
+
+    def _call(self, inputs: Mapping[str, np.ndarray], **run_options) -> Dict[str, np.ndarray]:
+        values = self._run(*[np.asarray(inputs[key]) for key in self._input_keys], **run_options)
         return dict(zip(self._output_keys, values))
 
 
