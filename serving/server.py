@@ -62,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "before its first call. Off by default: that first call, which every new "
                        "version's warm-up pays before it takes traffic, took 1.6-1.9 s instead of "
                        "3.1-3.7 s, and answers were no slower (serving/README.md)")
+    model.add_argument("--xla-cache-dir",
+                       help="keep compiled XLA computations (a model's one-table beam search) in "
+                       "this directory, across restarts; a new version of the same architecture "
+                       "then skips compiling them before it takes traffic (serving/xla_cache.py). "
+                       "Default: a temporary directory, shared by the versions this server loads "
+                       "and removed when it stops")
     net = parser.add_argument_group("network")
     net.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
     net.add_argument("--port", type=int, default=8500, help="gRPC port; 0 picks a free one (default: %(default)s)")
@@ -253,6 +259,13 @@ def configure_graph_optimization(enabled: bool) -> None:
 def run(args) -> int:
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from serving.xla_cache import XlaCache
+
+    with XlaCache(args.xla_cache_dir) as cache:  # before anything compiles: TensorFlow reads it once
+        return _serve(args, cache)
+
+
+def _serve(args, cache) -> int:
     freeze_startup_objects()
     configure_graph_optimization(args.graph_optimization)
     stop = threading.Event()
@@ -276,6 +289,7 @@ def run(args) -> int:
         # The interpreter's exit would wait for the warm-up request in progress (a first
         # `generate` call takes minutes); every request has been answered, nothing is lost.
         log.info("exiting during a background warm-up")
+        cache.close()
         logging.shutdown()
         os._exit(0)
     return 0
