@@ -26,4 +26,6 @@ LOADER_NICENESS = 19
 # loader's): a dial between the swap's p99 and the first answer after a push. Under 16
 # clients (serving/README.md): at 0 (the requests' pool) 2.17-2.54x steady and 7.0-7.8 s;
 # at 5 1.84-1.88x and 9.4-10.2 s; at 10 and 19 1.58-1.80x but 10.2-11.9 s (target 10 s).
+# With the XLA cache (serving/xla_cache.py) 5 gave 1.41-2.00x and 5.4-6.4 s, 19 1.34-1.96x
+# and 6.2-7.5 s (six and three runs): no measurable gain from 19, so 5 stays.
 WARMUP_NICENESS = 5
