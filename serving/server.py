@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "before its first call. Off by default: that first call, which every new "
                        "version's warm-up pays before it takes traffic, took 1.6-1.9 s instead of "
                        "3.1-3.7 s, and answers were no slower (serving/README.md)")
-    model.add_argument("--xla-cache-dir",
+    model.add_argument("--xla-cache-dir", metavar="DIR",
                        help="keep compiled XLA computations (a model's one-table beam search) in "
                        "this directory, across restarts; a new version of the same architecture "
                        "then skips compiling them before it takes traffic (serving/xla_cache.py). "
