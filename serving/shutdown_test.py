@@ -18,11 +18,14 @@ from serving.testing import MODEL
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start_server(base_path):
+def start_server(base_path, temp_dir):
+    """temp_dir: the server's TMPDIR, where its XLA cache (serving/xla_cache.py) goes."""
+    os.makedirs(temp_dir)
     process = subprocess.Popen(
         [sys.executable, "-m", "serving.server", "--model-base-path", base_path,
          "--model-name", MODEL, "--host", "127.0.0.1", "--port", "0", "--rest-port", "0"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT, "TMPDIR": temp_dir, "TF_XLA_FLAGS": ""},
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True)
     lines = queue.Queue()
     threading.Thread(target=lambda: [lines.put(l) for l in process.stdout], daemon=True).start()
@@ -39,10 +42,15 @@ def start_server(base_path):
     pytest.fail("server did not become ready")
 
 
+def xla_caches(temp_dir):
+    return [name for name in os.listdir(temp_dir) if name.startswith("tablegen-xla-")]
+
+
 def test_sigterm_drains_in_flight_requests_and_exits_zero(tmp_path, exports):
     testing.push_version(exports["slow"], str(tmp_path / MODEL), 1)
-    process, address, lines = start_server(str(tmp_path))
+    process, address, lines = start_server(str(tmp_path), str(tmp_path / "tmp"))
     try:
+        assert len(xla_caches(tmp_path / "tmp")) == 1
         tables = testing.sample_tables(1)
         client.generate_remote(address, MODEL, tables)  # connected and warm
         finished = []
@@ -65,6 +73,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_zero(tmp_path, exports):
     assert len(finished) == 4 and all(texts[0].endswith("slow") for texts, _ in finished)
     assert any(at > signalled for _, at in finished)  # they really were in flight
     assert "tablegen serve: stopped\n" in list(lines.queue)
+    assert not xla_caches(tmp_path / "tmp")  # removed at the stop
     with pytest.raises(grpc.RpcError) as caught:
         client.generate_remote(address, MODEL, tables, timeout=1, retries=0)
     assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -79,8 +88,9 @@ def test_sigterm_does_not_wait_for_a_background_warm_up_request(tmp_path):
     export = testing.save_fake_model(str(tmp_path / MODEL / "1"), decoder_steps=20_000_000)  # minutes
     requests = warmup_requests("tables", testing.sample_tables(1), {"generate"}, DecodeConfig())
     write_warmup_requests(export, [r for r in requests if r[0] == "generate"])
-    process, _, lines = start_server(str(tmp_path))
+    process, _, lines = start_server(str(tmp_path), str(tmp_path / "tmp"))
     try:
+        assert len(xla_caches(tmp_path / "tmp")) == 1
         time.sleep(1.0)  # the warm-up request is running
         signalled = time.perf_counter()
         process.send_signal(signal.SIGTERM)
@@ -89,3 +99,4 @@ def test_sigterm_does_not_wait_for_a_background_warm_up_request(tmp_path):
     finally:
         process.kill()
     assert "tablegen serve: stopped\n" in list(lines.queue)
+    assert not xla_caches(tmp_path / "tmp")  # removed on the early exit too
