@@ -8,7 +8,7 @@ import yaml
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from serving import client, server, testing
+from serving import client, server, testing, xla_cache
 from serving.testing import MODEL, serve_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,6 +36,11 @@ def test_docker_compose_runs_tf_serving_with_these_configs():
     assert mounts[flags["model_config_file"]] == "./models.config"
     assert mounts[flags["batching_parameters_file"]] == "./batching_parameters.txt"
     assert "/models" in mounts and {"8500:8500", "8501:8501"} <= set(service["ports"])
+    # the one-table beam search is jit_compile'd: TF Serving needs XLA:CPU on, and keeps
+    # compiled computations where `tablegen serve` would (serving/xla_cache.py)
+    assert flags["xla_cpu_compilation_enabled"] == "true"
+    cache = service["environment"]["TF_XLA_FLAGS"].split(f"{xla_cache.FLAG}=")[1].split()[0]
+    assert mounts[cache] == "xla-cache" and "xla-cache" in yaml.safe_load(read("docker-compose.yml"))["volumes"]
 
 
 def test_serve_accepts_models_config_and_batching_file(tmp_path, exports):
