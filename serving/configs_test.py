@@ -27,7 +27,8 @@ def test_models_config_is_a_model_server_config():
 
 
 def test_docker_compose_runs_tf_serving_with_these_configs():
-    service = yaml.safe_load(read("docker-compose.yml"))["services"]["tf-serving"]
+    compose = yaml.safe_load(read("docker-compose.yml"))
+    service = compose["services"]["tf-serving"]
     assert service["image"].split(":")[0].endswith("tensorflow/serving")
     flags = dict(flag.lstrip("-").split("=", 1) for flag in service["command"])
     assert flags["port"] == "8500" and flags["rest_api_port"] == "8501"
@@ -40,7 +41,7 @@ def test_docker_compose_runs_tf_serving_with_these_configs():
     # compiled computations where `tablegen serve` would (serving/xla_cache.py)
     assert flags["xla_cpu_compilation_enabled"] == "true"
     cache = service["environment"]["TF_XLA_FLAGS"].split(f"{xla_cache.FLAG}=")[1].split()[0]
-    assert mounts[cache] == "xla-cache" and "xla-cache" in yaml.safe_load(read("docker-compose.yml"))["volumes"]
+    assert mounts[cache] == "xla-cache" and "xla-cache" in compose["volumes"]
 
 
 def test_serve_accepts_models_config_and_batching_file(tmp_path, exports):

@@ -40,24 +40,23 @@ class XlaCache:
     (TensorFlow reads the flags once); a cache directory already in TF_XLA_FLAGS is kept."""
 
     def __init__(self, directory: Optional[str] = None):
-        self._temporary = directory is None
         self.directory: Optional[str] = None
-        if FLAG in os.environ.get(ENVIRONMENT, ""):
+        self._temporary = False
+        flags = os.environ.get(ENVIRONMENT, "")
+        if FLAG in flags:
             log.info("XLA cache: %s already set in %s; kept", FLAG, ENVIRONMENT)
-            self._temporary = False
             return
-        if self._temporary:
-            self.directory = tempfile.mkdtemp(prefix="tablegen-xla-")
+        if directory is None:
+            self.directory, self._temporary = tempfile.mkdtemp(prefix="tablegen-xla-"), True
         else:
             self.directory = os.path.join(directory, f"tensorflow-{_tensorflow_version()}")
             os.makedirs(self.directory, exist_ok=True)
-        flags = os.environ.get(ENVIRONMENT, "")
         os.environ[ENVIRONMENT] = f"{flags} {FLAG}={self.directory}".strip()
 
     def close(self) -> None:
-        if self._temporary and self.directory:
+        if self._temporary:
             shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory = None
+            self.directory, self._temporary = None, False
 
     def __enter__(self) -> "XlaCache":
         return self
