@@ -129,7 +129,7 @@ def decode(args) -> dict:
     opt = _get_parser().parse_args([
         "-model", args.model, "-src", args.src, "-output", "/dev/null", "-beam_size", str(args.beam),
         "-batch_size", str(args.batch_size), "-batch_type", "sents", "-max_length", str(args.max_length),
-        "-gpu", "-1", "-seed", "1",
+        "-gpu", "-1", "-seed", "1", "-length_penalty", args.length_penalty,
     ])
     ArgumentParser.validate_translate_opts(opt)
     ArgumentParser._get_all_transform_translate(opt)
@@ -168,6 +168,9 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-length", type=int, default=80)
     p.add_argument("--latency-repeats", type=int, default=30)
+    # OpenNMT-py's default "avg" ranks finished hypotheses by log-prob / length; "none" by
+    # the sum of log-probs, as our plain beam search does.
+    p.add_argument("--length-penalty", default="avg", choices=["avg", "none", "wu"])
     args = parser.parse_args()
     import torch
 

@@ -4,9 +4,11 @@ Same machine, same run, same thread count (2), same sizes: 1-layer 256 bidirecti
 encoder, 1 x 256 LSTM decoder with input feeding, 256-d embeddings, copy attention, batch
 64 sentences, E2E. Measures, for each side: training target tokens/s (after warm-up steps),
 beam-5 decoding of the 547 E2E dev tables in batches of 64 (sentences/s), p50 latency of
-one table at beam 5, peak RSS; then prints ours/theirs ratios. Our decoding is measured
-twice: plain beam search, as OpenNMT-py's (like for like), and with the E2E config's slot
-reranking of the 5 beams (each entry then searches until all 5 beams end).
+one table at beam 5, peak RSS; then prints ours/theirs ratios. Both decoders run twice.
+OpenNMT-py at its default (`-length_penalty avg`: finished hypotheses ranked by log-prob /
+length) and at `-length_penalty none` (ranked by the sum of log-probs, as our plain beam
+search does: the same algorithm on both sides, the like-for-like rows); ours plain and with
+the E2E config's slot reranking of the 5 beams (each entry then searches until all 5 end).
 
     .venv/bin/python benchmarks/peers/opennmt_vs_tablegen.py            # ~20 min on an idle 2-core host
     .venv/bin/python benchmarks/peers/opennmt_vs_tablegen.py --quick    # ~5 min smoke run
@@ -150,11 +152,17 @@ def run_peer(work: str, data: str, args) -> dict:
                       "--warmup", str(args.warmup), "--steps", str(args.steps)],
                      thread_env(peer=True, work=work), "OpenNMT-py training", os.path.join(work, "opennmt-train.log"))
     model = os.path.join(run, f"model_step_{args.warmup + args.steps}.pt")
-    say("OpenNMT-py: decoding ...")
-    decode = run_json([PEER_PYTHON, driver, "--threads", str(THREADS), "decode", "--model", model,
-                       "--src", os.path.join(data, "dev.src"), "--latency-repeats", str(args.latency_repeats)],
-                      thread_env(peer=True, work=work), "OpenNMT-py decoding", os.path.join(work, "opennmt-decode.log"))
-    return {"train": train, "decode": decode}
+    result = {"train": train}
+    # Its default ranks finished hypotheses by log-prob / length ("avg"); "none" ranks them
+    # by the sum, as our plain search does: the same algorithm on both sides.
+    for key, penalty in (("decode", "avg"), ("decode_sum", "none")):
+        say(f"OpenNMT-py: decoding (length_penalty {penalty}) ...")
+        result[key] = run_json([PEER_PYTHON, driver, "--threads", str(THREADS), "decode", "--model", model,
+                                "--src", os.path.join(data, "dev.src"), "--latency-repeats", str(args.latency_repeats),
+                                "--length-penalty", penalty],
+                               thread_env(peer=True, work=work), "OpenNMT-py decoding",
+                               os.path.join(work, f"opennmt-decode-{penalty}.log"))
+    return result
 
 
 # ------------------------------------------------------------------ ours
@@ -204,30 +212,35 @@ def ours_decode_child(saved_model: str, args) -> None:
 # ------------------------------------------------------------------ report
 
 
-def words_per_second(decode: dict) -> float:
-    return decode["tables_per_second"] * decode["mean_output_words"]
+def decode_rows(label: str, ours: dict, peer: dict) -> list:
+    """ours: decode_speed.measure's result; peer: opennmt_driver.py decode's."""
+    ours_rate, peer_rate = ours["tables_per_second"], peer["sentences_per_second"]
+    return [
+        (f"{label}: sentences/s", ours_rate, peer_rate, True),
+        (f"{label}: output words/s", ours_rate * ours["mean_output_words"],
+         peer_rate * peer["mean_output_words"], True),
+        (f"{label}: one sentence p50 ms", ours["beam5_p50_ms"], peer["p50_ms"], False),
+    ]
 
 
 def report(ours: dict, peer: dict) -> None:
-    """Our rows: plain beam search (what OpenNMT-py runs), then with the E2E config's slot
-    reranking of the 5 beams (our default: more work per sentence)."""
-    peer_sentences = peer["decode"]["sentences_per_second"]
-    peer_words = peer_sentences * peer["decode"]["mean_output_words"]
-    rows = [
-        ("training target tokens/s", ours["train"]["tokens_per_second"], peer["train"]["tokens_per_second"], True),
-        ("beam 5, batch 64: sentences/s", ours["decode_plain"]["tables_per_second"], peer_sentences, True),
-        ("beam 5, batch 64: output words/s", words_per_second(ours["decode_plain"]), peer_words, True),
-        ("one sentence, beam 5: p50 ms", ours["decode_plain"]["beam5_p50_ms"], peer["decode"]["p50_ms"], False),
-        ("+ slot reranking: sentences/s", ours["decode"]["tables_per_second"], peer_sentences, True),
-        ("+ slot reranking: output words/s", words_per_second(ours["decode"]), peer_words, True),
-        ("+ slot reranking: one sentence ms", ours["decode"]["beam5_p50_ms"], peer["decode"]["p50_ms"], False),
+    """Decoding rows, beam 5, batches of 64: (1) the same algorithm on both sides, finished
+    hypotheses ranked by the sum of log-probs and an entry stopped once its best beam has
+    ended (ours plain, OpenNMT-py -length_penalty none); (2) ours plain against OpenNMT-py's
+    default (log-prob / length); (3) ours with the E2E config's slot reranking (every beam
+    run to its end: more work per sentence) against OpenNMT-py's default."""
+    rows = [("training target tokens/s", ours["train"]["tokens_per_second"], peer["train"]["tokens_per_second"], True)]
+    rows += decode_rows("same ranking", ours["decode_plain"], peer["decode_sum"])
+    rows += decode_rows("peer's default", ours["decode_plain"], peer["decode"])
+    rows += decode_rows("+ slot reranking", ours["decode"], peer["decode"])
+    rows += [
         ("peak RSS training (MB)", ours["train"]["peak_rss_mb"], peer["train"]["peak_rss_mb"], False),
         ("peak RSS decoding (MB)", ours["decode"]["peak_rss_mb"], peer["decode"]["peak_rss_mb"], False),
     ]
-    say(f"\n{'':34}{'tablegen':>10}{'OpenNMT-py':>12}{'ours/theirs':>13}")
+    say(f"\n{'':38}{'tablegen':>10}{'OpenNMT-py':>12}{'ours/theirs':>13}")
     for name, mine, theirs, higher_is_better in rows:
         note = "" if higher_is_better else " (lower is better)"
-        say(f"{name:34}{mine:>10.1f}{theirs:>12.1f}{mine / theirs:>12.2f}x{note}")
+        say(f"{name:38}{mine:>10.1f}{theirs:>12.1f}{mine / theirs:>12.2f}x{note}")
 
 
 def flops_fractions(args, sizes: dict, ours: dict, peer: dict) -> None:
@@ -306,7 +319,8 @@ def compare(args, work: str) -> None:
           f"{peer['train']['target_tokens_per_sentence']:.2f} in OpenNMT-py's timed batches. Mean output words "
           f"at beam 5: ours {ours['decode_plain']['mean_output_words']:.1f} "
           f"({ours['decode']['mean_output_words']:.1f} with slot reranking), "
-          f"OpenNMT-py {peer['decode']['mean_output_words']:.1f} "
+          f"OpenNMT-py {peer['decode_sum']['mean_output_words']:.1f} "
+          f"({peer['decode']['mean_output_words']:.1f} at its default length_penalty avg) "
           f"(both models trained only {args.warmup + args.steps} steps: speed, not quality)")
     report(ours, peer)
     if not args.no_flops:
