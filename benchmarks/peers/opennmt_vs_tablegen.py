@@ -9,6 +9,9 @@ OpenNMT-py at its default (`-length_penalty avg`: finished hypotheses ranked by 
 length) and at `-length_penalty none` (ranked by the sum of log-probs, as our plain beam
 search does: the same algorithm on both sides, the like-for-like rows); ours plain and with
 the E2E config's slot reranking of the 5 beams (each entry then searches until all 5 end).
+The four decoders run in turn, each in a new process, for --rounds rounds (default 3), and
+the median of each figure is reported: the host's drift (+-20 % within minutes) then reaches
+both sides alike instead of deciding the ratio.
 
     .venv/bin/python benchmarks/peers/opennmt_vs_tablegen.py            # ~20 min on an idle 2-core host
     .venv/bin/python benchmarks/peers/opennmt_vs_tablegen.py --quick    # ~5 min smoke run
@@ -24,6 +27,7 @@ import collections
 import functools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 PEER_PYTHON = os.path.join(HERE, ".venv", "bin", "python")
+PEER_DRIVER = os.path.join(HERE, "opennmt_driver.py")
 ALIGNED = os.path.join(ROOT, "..", "shared", "data", "e2e", "aligned")
 DEFAULT_THREADS = 2
 THREADS = DEFAULT_THREADS  # of both sides; --threads sets it for both
@@ -141,34 +146,39 @@ def opennmt_config(data: str, run: str, steps: int) -> str:
     return path
 
 
-def run_peer(work: str, data: str, args) -> dict:
+def train_peer(work: str, data: str, args) -> tuple:
+    """-> (training figures, checkpoint path)."""
     subprocess.run([os.path.join(HERE, "setup_opennmt.sh")], check=True)
     run = os.path.join(work, "opennmt-run")
     os.makedirs(run, exist_ok=True)
-    driver = os.path.join(HERE, "opennmt_driver.py")
     config = opennmt_config(data, run, args.warmup + args.steps)
     say("OpenNMT-py: training ...")
-    train = run_json([PEER_PYTHON, driver, "--threads", str(THREADS), "train", "--config", config,
+    train = run_json([PEER_PYTHON, PEER_DRIVER, "--threads", str(THREADS), "train", "--config", config,
                       "--warmup", str(args.warmup), "--steps", str(args.steps)],
                      thread_env(peer=True, work=work), "OpenNMT-py training", os.path.join(work, "opennmt-train.log"))
-    model = os.path.join(run, f"model_step_{args.warmup + args.steps}.pt")
-    result = {"train": train}
-    # Its default ranks finished hypotheses by log-prob / length ("avg"); "none" ranks them
-    # by the sum, as our plain search does: the same algorithm on both sides.
-    for key, penalty in (("decode", "avg"), ("decode_sum", "none")):
-        say(f"OpenNMT-py: decoding (length_penalty {penalty}) ...")
-        result[key] = run_json([PEER_PYTHON, driver, "--threads", str(THREADS), "decode", "--model", model,
-                                "--src", os.path.join(data, "dev.src"), "--latency-repeats", str(args.latency_repeats),
-                                "--length-penalty", penalty],
-                               thread_env(peer=True, work=work), "OpenNMT-py decoding",
-                               os.path.join(work, f"opennmt-decode-{penalty}.log"))
-    return result
+    return train, os.path.join(run, f"model_step_{args.warmup + args.steps}.pt")
+
+
+def peer_decoders(work: str, data: str, model: str, args) -> dict:
+    """key -> a function decoding the dev MRs in a new peer process (-> its figures).
+    Its default ranks finished hypotheses by log-prob / length ("avg"); "none" ranks them
+    by the sum, as our plain search does: the same algorithm on both sides."""
+    def decoder(penalty):
+        return lambda log: run_json(
+            [PEER_PYTHON, PEER_DRIVER, "--threads", str(THREADS), "decode", "--model", model,
+             "--src", os.path.join(data, "dev.src"), "--latency-repeats", str(args.latency_repeats),
+             "--length-penalty", penalty],
+            thread_env(peer=True, work=work), f"OpenNMT-py decoding (length_penalty {penalty})",
+            os.path.join(work, f"opennmt-decode-{penalty}-{log}.log"))
+
+    return {"peer_avg": decoder("avg"), "peer_sum": decoder("none")}
 
 
 # ------------------------------------------------------------------ ours
 
 
-def run_ours(work: str, args) -> dict:
+def train_ours(work: str, args) -> tuple:
+    """-> (training figures of train_throughput.py, run directory of the model to decode with)."""
     say("tablegen: training ...")
     train = run_json([sys.executable, os.path.join(ROOT, "benchmarks", "train_throughput.py"), "--size", PEER_SIZE,
                       "--steps", str(args.steps), "--warmup", str(args.warmup), "--data", args.data],
@@ -182,20 +192,50 @@ def run_ours(work: str, args) -> dict:
         command += ["--set", f"model.{key}={value}"]
     with open(os.path.join(work, "tablegen-train-model.log"), "w") as log:
         subprocess.run(command, check=True, stdout=log, stderr=log, env=thread_env(peer=False), cwd=ROOT)
-    result = {"train": train}
-    # The E2E config's decoding reranks the 5 beams by slot errors, so each entry searches
-    # until all 5 end; OpenNMT-py does not rerank and stops an entry when its best beam
-    # ends, as our plain beam search does: that one is the like-for-like figure.
-    for key, name, flags in (("decode", "tablegen-export", []),
-                             ("decode_plain", "tablegen-export-plain", ["--slot-rerank-weight", "0"])):
+    return train, run
+
+
+def our_decoders(work: str, run: str, args) -> dict:
+    """Exports the run twice; key -> a function decoding the dev tables with one export in a
+    new process. The E2E config's decoding reranks the 5 beams by slot errors, so each entry
+    searches until all 5 end; OpenNMT-py does not rerank and stops an entry when its best
+    beam ends, as our plain beam search does: that one is the like-for-like figure."""
+    def decoder(export, name):
+        return lambda log: run_json(
+            [sys.executable, __file__, "--ours-decode", export, "--dev-limit", str(args.dev_limit),
+             "--latency-repeats", str(args.latency_repeats)],
+            thread_env(peer=False), f"tablegen decoding ({name})", os.path.join(work, f"{name}-decode-{log}.log"))
+
+    decoders = {}
+    for key, name, flags in (("ours_plain", "tablegen-export-plain", ["--slot-rerank-weight", "0"]),
+                             ("ours_reranked", "tablegen-export", [])):
         export = os.path.join(work, name)
+        say(f"tablegen: exporting {name} ...")
         subprocess.run([sys.executable, "-m", "tablegen_cli.main", "export", "--model", run, "--output", export,
                         *flags], check=True, capture_output=True, env=thread_env(peer=False), cwd=ROOT)
-        say(f"tablegen: decoding{' (plain beam search)' if flags else ''} ...")
-        result[key] = run_json([sys.executable, __file__, "--ours-decode", export, "--dev-limit", str(args.dev_limit),
-                                "--latency-repeats", str(args.latency_repeats)],
-                               thread_env(peer=False), "tablegen decoding", os.path.join(work, f"{name}-decode.log"))
-    return result
+        decoders[key] = decoder(export, name)
+    return decoders
+
+
+def decode_rounds(decoders: dict, rounds: int) -> dict:
+    """Every decoder once per round, in turn (each a new process), so a drift of the host
+    reaches both sides alike -> key -> the median of each figure over the rounds (peak
+    RSS: the largest)."""
+    runs = {key: [] for key in decoders}
+    for round_ in range(1, rounds + 1):
+        for key, decode in decoders.items():
+            say(f"decoding round {round_}/{rounds}: {key} ...")
+            runs[key].append(decode(round_))
+    return {key: median_figures(results) for key, results in runs.items()}
+
+
+def median_figures(results: list) -> dict:
+    out = dict(results[0])
+    for name, value in results[0].items():
+        if isinstance(value, (int, float)):
+            values = [r[name] for r in results]
+            out[name] = max(values) if name == "peak_rss_mb" else statistics.median(values)
+    return out
 
 
 def ours_decode_child(saved_model: str, args) -> None:
@@ -271,6 +311,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--dev-limit", type=int, default=547)
     parser.add_argument("--latency-repeats", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="decoding rounds, each side's decoders in turn, medians reported (default 3)")
     parser.add_argument("--data", default=os.path.join(ROOT, "runs", "data", "e2e"), help="our prepared E2E data")
     parser.add_argument("--work", default=os.path.join(ROOT, "runs", "peers"), help="peer data, models, logs")
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads of each side (default 2)")
@@ -311,8 +353,12 @@ def compare(args, work: str) -> None:
     sizes = prepare_opennmt_data(data, args.dev_limit)
     say(f"OpenNMT-py data: {sizes['train']} training pairs, {sizes['dev']} dev tables, vocabularies "
           f"src {sizes['src_vocab']} / tgt {sizes['tgt_vocab']} (files in {data})")
-    peer = run_peer(work, data, args)
-    ours = run_ours(work, args)
+    peer_train, peer_model = train_peer(work, data, args)
+    ours_train, ours_run = train_ours(work, args)
+    decoded = decode_rounds({**peer_decoders(work, data, peer_model, args), **our_decoders(work, ours_run, args)},
+                            args.rounds)
+    peer = {"train": peer_train, "decode": decoded["peer_avg"], "decode_sum": decoded["peer_sum"]}
+    ours = {"train": ours_train, "decode": decoded["ours_reranked"], "decode_plain": decoded["ours_plain"]}
     say(f"\n{args.warmup} warm-up + {args.steps} timed training steps each, {THREADS} threads each. Target "
           f"tokens = words + end token, padding excluded, on both sides (same tokenizer): "
           f"{sizes['target_tokens_per_sentence']:.2f} per training sentence, "
@@ -321,7 +367,8 @@ def compare(args, work: str) -> None:
           f"({ours['decode']['mean_output_words']:.1f} with slot reranking), "
           f"OpenNMT-py {peer['decode_sum']['mean_output_words']:.1f} "
           f"({peer['decode']['mean_output_words']:.1f} at its default length_penalty avg) "
-          f"(both models trained only {args.warmup + args.steps} steps: speed, not quality)")
+          f"(both models trained only {args.warmup + args.steps} steps: speed, not quality). Decoding: the median "
+          f"of {args.rounds} alternated round(s).")
     report(ours, peer)
     if not args.no_flops:
         flops_fractions(args, sizes, ours, peer)
