@@ -224,8 +224,11 @@ def decode_rounds(decoders: dict, rounds: int) -> dict:
     runs = {key: [] for key in decoders}
     for round_ in range(1, rounds + 1):
         for key, decode in decoders.items():
-            say(f"decoding round {round_}/{rounds}: {key} ...")
-            runs[key].append(decode(round_))
+            result = decode(round_)
+            rate = result.get("tables_per_second", result.get("sentences_per_second"))
+            p50 = result.get("beam5_p50_ms", result.get("p50_ms"))
+            say(f"decoding round {round_}/{rounds}: {key:13} {rate:6.1f} sentences/s, one sentence p50 {p50:5.1f} ms")
+            runs[key].append(result)
     return {key: median_figures(results) for key, results in runs.items()}
 
 
