@@ -225,8 +225,7 @@ def decode_rounds(decoders: dict, rounds: int) -> dict:
     for round_ in range(1, rounds + 1):
         for key, decode in decoders.items():
             result = decode(round_)
-            rate = result.get("tables_per_second", result.get("sentences_per_second"))
-            p50 = result.get("beam5_p50_ms", result.get("p50_ms"))
+            rate, p50 = rate_and_p50(result)
             say(f"decoding round {round_}/{rounds}: {key:13} {rate:6.1f} sentences/s, one sentence p50 {p50:5.1f} ms")
             runs[key].append(result)
     return {key: median_figures(results) for key, results in runs.items()}
@@ -255,14 +254,21 @@ def ours_decode_child(saved_model: str, args) -> None:
 # ------------------------------------------------------------------ report
 
 
+def rate_and_p50(result: dict) -> tuple:
+    """(batched sentences/s, one-sentence p50 ms) of decode_speed.measure's result (ours)
+    or of opennmt_driver.py decode's (the peer), which name them differently."""
+    if "tables_per_second" in result:
+        return result["tables_per_second"], result["beam5_p50_ms"]
+    return result["sentences_per_second"], result["p50_ms"]
+
+
 def decode_rows(label: str, ours: dict, peer: dict) -> list:
-    """ours: decode_speed.measure's result; peer: opennmt_driver.py decode's."""
-    ours_rate, peer_rate = ours["tables_per_second"], peer["sentences_per_second"]
+    (ours_rate, ours_p50), (peer_rate, peer_p50) = rate_and_p50(ours), rate_and_p50(peer)
     return [
         (f"{label}: sentences/s", ours_rate, peer_rate, True),
         (f"{label}: output words/s", ours_rate * ours["mean_output_words"],
          peer_rate * peer["mean_output_words"], True),
-        (f"{label}: one sentence p50 ms", ours["beam5_p50_ms"], peer["p50_ms"], False),
+        (f"{label}: one sentence p50 ms", ours_p50, peer_p50, False),
     ]
 
 
