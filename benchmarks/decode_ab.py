@@ -3,11 +3,12 @@
 Checks that ``generate`` (beam 5, batches of 64 and one table at a time) and
 ``serving_default`` (batches of 64) give byte-identical texts on the E2E dev tables for
 both models, then times them alternately (after warm-up, so XLA compilations are not
-timed): beam-5 sentences/s in batches of 64 and the p50 of one-table beam-5 calls. Meant
+timed): beam-5 sentences/s in batches of 64 (``generate``, and ``serving_default`` with the
+export's own decoding) and the p50 of one-table beam-5 calls. Meant
 for two exports of one checkpoint with the code before and after a change; on a shared
 host only the ratio within one run means something.
 
-    .venv/bin/python benchmarks/decode_ab.py --before DIR --after DIR [--rounds 3]
+    .venv/bin/python benchmarks/decode_ab.py --before DIR --after DIR [--rounds 3] [--batch 64]
 """
 
 import argparse
@@ -41,17 +42,17 @@ def batches_of(tables, size):
     return [tables[i:i + size] for i in range(0, len(tables), size)]
 
 
-def texts(beam, serve, tables, one_table_limit):
+def texts(beam, serve, tables, one_table_limit, size=BATCH):
     return {
-        "generate batched": [t for batch in batches_of(tables, BATCH) for t in beam(batch)],
+        "generate batched": [t for batch in batches_of(tables, size) for t in beam(batch)],
         "generate one table": [beam([table])[0] for table in tables[:one_table_limit]],
-        "serving_default batched": [t for batch in batches_of(tables, BATCH) for t in serve(batch)],
+        "serving_default batched": [t for batch in batches_of(tables, size) for t in serve(batch)],
     }
 
 
-def batched_rate(beam, tables):
+def batched_rate(beam, tables, size=BATCH):
     start = time.perf_counter()
-    for batch in batches_of(tables, BATCH):
+    for batch in batches_of(tables, size):
         beam(batch)
     return len(tables) / (time.perf_counter() - start)
 
@@ -73,6 +74,7 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=547, help="E2E dev tables (547: all)")
     parser.add_argument("--one-table-texts", type=int, default=547, help="tables also compared one at a time")
     parser.add_argument("--latency-calls", type=int, default=40)
+    parser.add_argument("--batch", type=int, default=BATCH, help=f"tables per batched call (default {BATCH})")
     args = parser.parse_args()
     import tensorflow_text  # noqa: F401  (registers the ops the SavedModels use)
 
@@ -83,7 +85,7 @@ def main() -> None:
     outputs = {}
     for name, (_, beam, serve) in models.items():  # also the warm-up: every compilation happens here
         start = time.perf_counter()
-        outputs[name] = texts(beam, serve, tables, args.one_table_texts)
+        outputs[name] = texts(beam, serve, tables, args.one_table_texts, args.batch)
         print(f"{name}: texts (and warm-up) in {time.perf_counter() - start:.1f} s", flush=True)
     for kind in outputs["before"]:
         same = sum(a == b for a, b in zip(outputs["before"][kind], outputs["after"][kind]))
@@ -92,11 +94,12 @@ def main() -> None:
     print(f"mean output words (beam {BEAM}): {statistics.mean(words):.2f}")
     print(f"load: {os.getloadavg()[0]:.1f}")
     for round_ in range(args.rounds):
-        for name, (_, beam, _) in models.items():
-            rate = batched_rate(beam, tables)
+        for name, (_, beam, serve) in models.items():
+            rate, served = batched_rate(beam, tables, args.batch), batched_rate(serve, tables, args.batch)
             p50 = one_table_p50_ms(beam, tables, args.latency_calls)
-            print(f"round {round_ + 1} {name:6}: beam {BEAM}, batch {BATCH}: {rate:6.1f} sentences/s; "
-                  f"one table: p50 {p50:5.1f} ms (load {os.getloadavg()[0]:.1f})", flush=True)
+            print(f"round {round_ + 1} {name:6}: beam {BEAM}, batch {args.batch}: {rate:6.1f} sentences/s "
+                  f"(serving_default {served:6.1f}); one table: p50 {p50:5.1f} ms "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
 
 
 if __name__ == "__main__":

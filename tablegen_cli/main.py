@@ -461,7 +461,7 @@ def _decode_overrides(args) -> dict:
     """decode config fields the command line sets."""
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
     for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight", "slot_end_penalty",
-                "pragmatic_alpha"):
+                "pragmatic_alpha", "parallel_searches"):
         if getattr(args, key, None) is not None:
             overrides[key] = getattr(args, key)
     return overrides
@@ -564,6 +564,9 @@ def _add_export(subparsers) -> None:
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")
     _add_rerank_arguments(parser)
+    parser.add_argument("--parallel-searches", type=int, default=None,
+                        help="a batch of 16 or more tables is searched as this many parts side by side "
+                             "(default: the run's decode.parallel_searches, 2; 1 = one search, e.g. for a GPU)")
     parser.set_defaults(handler=_run_export)
 
 

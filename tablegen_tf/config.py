@@ -124,8 +124,14 @@ class DecodeConfig:
     # (1 - alpha) x score + alpha x log L0(table | beam) against the table's omission
     # distractors, before the reranking weights; 0 = off. Tables only.
     pragmatic_alpha: float = 0.0
+    # A batch of at least tablegen_tf.generation.PARALLEL_MIN_BATCH inputs is searched as
+    # this many parts side by side (the same texts): on a CPU of a few cores one search's
+    # small per-step ops leave cores idle. 1 = one search (e.g. on a GPU).
+    parallel_searches: int = 2
 
     def __post_init__(self):
+        if self.parallel_searches < 1:
+            raise ConfigError(f"decode.parallel_searches must be >= 1, got {self.parallel_searches}")
         if not 0.0 <= self.pragmatic_alpha <= 1.0:
             raise ConfigError(f"decode.pragmatic_alpha must be between 0 (off) and 1 (the listener "
                               f"alone), got {self.pragmatic_alpha}")

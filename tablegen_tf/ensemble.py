@@ -61,6 +61,12 @@ class EnsembleModel(GenerationModel):
     def tile(self, memory, multiplier):
         return tuple(member.tile(m, multiplier) for member, m in zip(self.members, memory))
 
+    def decoding_memory(self, memory):
+        """The members' (None unless every member has one): then finished entries and beams
+        leave the ensemble's search as they leave a single model's."""
+        rows = tuple(member.decoding_memory(m) for member, m in zip(self.members, memory))
+        return None if any(r is None for r in rows) else rows
+
     def decoding_step_fn(self, memory):
         step_fns = [member.decoding_step_fn(m) for member, m in zip(self.members, memory)]
         # log w_n as a constant of the graph (a weight 0 gives -inf: that member adds nothing)

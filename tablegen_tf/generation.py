@@ -26,6 +26,12 @@ from tablegen_tf.reranking import beam_reranker, slot_end_gate
 JIT_MAX_BATCH = 1
 
 
+# A batch of at least this many entries is searched as ``decode.parallel_searches`` parts
+# side by side (tablegen_tf.decoding.beam_search's ``parallel_searches``); smaller ones
+# stay whole (a one-table request is one XLA computation).
+PARALLEL_MIN_BATCH = 16
+
+
 def _jit_max_batch(model, end_gate=None) -> int:
     # The end gate's aligner is string ops, which XLA cannot compile.
     return JIT_MAX_BATCH if model.xla_decoding_steps and end_gate is None else 0
@@ -102,7 +108,9 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
         ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                            length_penalty=config.length_penalty,
                                            return_all_beams=choose is not None, step_memory=step_memory,
-                                           jit_max_batch=_jit_max_batch(model, end_gate))
+                                           jit_max_batch=_jit_max_batch(model, end_gate),
+                                           parallel_searches=config.parallel_searches,
+                                           parallel_min_batch=PARALLEL_MIN_BATCH)
         if choose is not None:
             ids, lengths, scores = _chosen(choose(ids, lengths, scores), ids, lengths, scores)
         return ids, lengths, scores
@@ -214,7 +222,9 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
         return ids[:, None], lengths[:, None], scores[:, None], tf.zeros_like(lengths), memory
     ids, lengths, scores = beam_search(step_fn, start, state, beam, config.max_length, EOS_ID,
                                        length_penalty=config.length_penalty, return_all_beams=True,
-                                       step_memory=step_memory, jit_max_batch=_jit_max_batch(model, end_gate))
+                                       step_memory=step_memory, jit_max_batch=_jit_max_batch(model, end_gate),
+                                       parallel_searches=config.parallel_searches,
+                                       parallel_min_batch=PARALLEL_MIN_BATCH)
     choose = beam_reranker(featurizer, features, config, model)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])

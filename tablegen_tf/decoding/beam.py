@@ -75,6 +75,8 @@ def beam_search(
     pad_id: int = 0,
     step_memory=None,
     jit_max_batch: int = 0,
+    parallel_searches: int = 1,
+    parallel_min_batch: int = 16,
 ):
     """Beam search over ``step_fn(prev_ids [N], step, state) -> (log_probs [N, W], state)``.
 
@@ -97,6 +99,10 @@ def beam_search(
         latency is made of (compiled once per shape, i.e. per memory length for a
         one-table batch, and per step bucket, JIT_STEP_BUCKETS); larger batches and
         max_length beyond the last bucket take the loop above.
+      parallel_searches: with ``step_memory``, a batch of at least ``parallel_min_batch``
+        entries is split into this many parts searched side by side (independent loops:
+        on a CPU of a few cores, one search's small ops leave cores idle). The same output
+        (see _in_parallel_parts).
 
     Returns:
       ids [B, T] (or [B, K, T]) int32, positions after the end padded with pad_id;
@@ -105,11 +111,48 @@ def beam_search(
       divided by the length penalty when alpha != 0. Dead beams (fewer than K
       hypotheses exist) have score -inf.
     """
-    return run_beam_search(
-        step_fn, start_ids, initial_state, beam_size, max_length, end_id,
-        length_penalty, return_all_beams, pad_id, BeamHooks(),
-        stop_when_best_is_final=not return_all_beams, step_memory=step_memory, jit_max_batch=jit_max_batch,
-    )[:3]
+    def search(start_ids, initial_state, step_fn, step_memory, jit_max_batch):
+        return run_beam_search(
+            step_fn, start_ids, initial_state, beam_size, max_length, end_id,
+            length_penalty, return_all_beams, pad_id, BeamHooks(),
+            stop_when_best_is_final=not return_all_beams, step_memory=step_memory, jit_max_batch=jit_max_batch,
+        )[:3]
+
+    if step_memory is None or parallel_searches <= 1:
+        return search(start_ids, initial_state, step_fn, step_memory, jit_max_batch)
+    return _in_parallel_parts(search, start_ids, initial_state, step_fn, step_memory, jit_max_batch, beam_size,
+                              parallel_searches, parallel_min_batch, pad_id)
+
+
+def _in_parallel_parts(search, start_ids, initial_state, step_fn, step_memory, jit_max_batch, k, parts, min_batch,
+                       pad_id):
+    """``search`` on the whole batch, or, from ``min_batch`` entries on, on ``parts``
+    contiguous parts of it as independent while loops, which TensorFlow's executor runs
+    side by side. Each entry's search reads only its own rows (and stops on its own: the
+    compact search), so the parts give the same output, as far as the step function's
+    rows do not depend on the row count (a real model's matmuls may round the last bit
+    differently for fewer rows, as when entries leave the batch); ids are padded to the
+    longest part's steps with pad_id (what mask_after_length puts there anyway)."""
+    start_ids = tf.convert_to_tensor(start_ids, tf.int32)
+    batch_size = tf.shape(start_ids)[0]
+    memory, make_step_fn = step_memory
+
+    def whole():
+        return search(start_ids, initial_state, step_fn, step_memory, jit_max_batch)
+
+    def in_parts():
+        outputs = []
+        for part in range(parts):
+            low, high = batch_size * part // parts, batch_size * (part + 1) // parts
+            rows = tf.nest.map_structure(lambda x: x[low * k:high * k], memory)
+            outputs.append(search(start_ids[low:high], tf.nest.map_structure(lambda x: x[low:high], initial_state),
+                                  make_step_fn(rows), (rows, make_step_fn), 0))
+        steps = tf.reduce_max(tf.stack([tf.shape(ids)[-1] for ids, _, _ in outputs]))
+        ids = [tf.pad(ids, [[0, 0]] * (ids.shape.rank - 1) + [[0, steps - tf.shape(ids)[-1]]], constant_values=pad_id)
+               for ids, _, _ in outputs]
+        return (tf.concat(ids, 0),) + tuple(tf.concat([out[i] for out in outputs], 0) for i in (1, 2))
+
+    return common.switch_case(tf.cast(batch_size >= min_batch, tf.int32), [whole, in_parts])
 
 
 def run_beam_search(

@@ -405,3 +405,36 @@ def test_max_length_beyond_the_xla_step_buckets_takes_the_graph_loop(monkeypatch
         plain, jitted = both(tf.constant(max_length))
         for a, b in zip(plain, jitted):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("all_beams", [True, False])
+@pytest.mark.parametrize("parts", [2, 3])
+def test_a_batch_searched_in_parallel_parts_gives_the_same_output(all_beams, parts):
+    # Entries finish after different numbers of steps, so the parts run different step
+    # counts and their ids are padded to the longest; every output must equal one search.
+    tables = []
+    for seed, end in zip(range(7), (0.05, 0.2, 0.4, 0.6, 0.02, 0.3, 0.1)):
+        table = random_table(seed, vocab=8, peak=1.0)
+        table[:, :, END] = np.log(end)
+        tables.append(table)
+    model = PerEntryMarkov(np.stack(tables))
+    starts = tf.constant([START, 4, 5, 6, START, 3, 2])
+
+    @tf.function
+    def both():
+        k = 3
+        memory = {"table": tf.repeat(tf.range(7), k)}
+        state = {"older": starts}
+        step_fn = model.step_fn_for(memory)
+        common = dict(step_memory=(memory, model.step_fn_for))
+        whole = beam_search(step_fn, starts, state, k, 25, END, 0.0, all_beams, **common)
+        split = beam_search(step_fn, starts, state, k, 25, END, 0.0, all_beams, parallel_searches=parts,
+                            parallel_min_batch=4, **common)
+        below = beam_search(step_fn, starts, state, k, 25, END, 0.0, all_beams, parallel_searches=parts,
+                            parallel_min_batch=8, **common)  # too small a batch to split
+        return whole, split, below
+
+    whole, split, below = both()
+    for a, b, c in zip(whole, split, below):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)

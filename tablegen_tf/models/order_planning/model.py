@@ -344,6 +344,11 @@ class OrderPlanning(GenerationModel):
 
     # === Step-wise decoding (CONTRACT.md) ===
 
+    def decoding_memory(self, memory):
+        """``encode`` already computes every key the step reads (attention keys, links, copy
+        keys), each with leading dim B: the step function of any rows of it costs no compute."""
+        return memory
+
     def decoding_step_fn(self, memory):
         """step_fn(prev_ids [N], step, state) -> (log_probs [N, V + C], state); memory leading dim N."""
 
