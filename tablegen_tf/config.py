@@ -125,7 +125,8 @@ class DecodeConfig:
     # distractors, before the reranking weights; 0 = off. Tables only.
     pragmatic_alpha: float = 0.0
     # A batch of at least tablegen_tf.generation.PARALLEL_MIN_BATCH inputs is searched as
-    # this many parts side by side (the same texts): on a CPU of a few cores one search's
+    # this many parts side by side (the same beams; scores may differ in the last bit,
+    # tablegen_tf.decoding.beam's _in_parallel_parts): on a CPU of a few cores one search's
     # small per-step ops leave cores idle. 1 = one search (e.g. on a GPU).
     parallel_searches: int = 2
 
