@@ -70,13 +70,20 @@ class ServingModule(tf.Module):
             tf.TensorSpec([None, None], tf.string, name="must_include"),
         ])
 
-    def track_captured_variables(self) -> None:
+    def track_captured_variables(self, options: tf.saved_model.SaveOptions) -> None:
         """Traces every signature, then tracks the tf.Variables they read (each once), the
-        objects a SavedModel's checkpoint and restore op must hold for any loader."""
+        objects a SavedModel's checkpoint and restore op must hold for any loader.
+
+        Traced in the save context of ``options``, the one tf.saved_model.save then opens:
+        a trace's cache key holds the context's variable policy, so a trace outside it is
+        traced again by save (half of an export's time)."""
+        from tensorflow.python.saved_model import save_context  # no public API for this
+
         captured = {}
-        for function in self.signatures().values():
-            for variable in function.get_concrete_function().variables:
-                captured.setdefault(id(variable), variable)
+        with save_context.save_context(options):
+            for function in self.signatures().values():
+                for variable in function.get_concrete_function().variables:
+                    captured.setdefault(id(variable), variable)
         self.captured_variables = list(captured.values())
 
     def signatures(self):
@@ -136,8 +143,9 @@ def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = 
     config = dataclasses.replace(trained.config, decode=dataclasses.replace(
         trained.config.decode, **dict(decode_overrides or {})))
     module = ServingModule(trained.model, trained.featurizer, config)
-    module.track_captured_variables()
-    tf.saved_model.save(module, export_dir, signatures=module.signatures())
+    options = tf.saved_model.SaveOptions()
+    module.track_captured_variables(options)
+    tf.saved_model.save(module, export_dir, signatures=module.signatures(), options=options)
     os.makedirs(os.path.dirname(os.path.join(export_dir, CONFIG_ASSET)), exist_ok=True)
     with open(os.path.join(export_dir, CONFIG_ASSET), "w") as handle:
         json.dump(config.to_dict(), handle, indent=2)
