@@ -42,13 +42,16 @@ from serving.defaults import (DEFAULT_RUNTIME, POLL_SECONDS, RUNTIMES as RUNTIME
 from serving.session_runtime import SERVE_TAG, SessionModel
 from serving.signatures import TABLES_INPUT, Signature
 from tablegen_tf.constants import WARMUP_ASSET
+from tablegen_tf.generation import PARALLEL_MIN_BATCH
 
 log = logging.getLogger("tablegen.serving")
 
 SHARD = re.compile(r"variables\.data-(\d+)-of-(\d+)$")
 MAX_RETRY_SECONDS = 60.0
 WARMUP_TABLE = '{"table": [{"field": "name", "value": "warm up"}]}'
-# Warmed up before a version takes traffic when the rest is warmed up in the background.
+# Warmed up before a version takes traffic when the rest is warmed up in the background;
+# their batches of PARALLEL_MIN_BATCH rows or more too (the parallel searches' first call:
+# 16 clients make batches of ~8 per batch thread, so the swap need not wait for it).
 FIRST_WARMUP_SIGNATURES = ("serving_default", "")
 # Niceness of the background warm-up thread (Linux: per thread): its graph optimisation
 # and XLA compilation yield the CPU to requests. Its model calls release the GIL, so a
@@ -324,8 +327,12 @@ def split_warmup(requests, background: bool):
     """-> (requests to run before the swap, requests to run after it in the background)."""
     if not background:
         return list(requests), []
-    first = [r for r in requests if r[0] in FIRST_WARMUP_SIGNATURES]
-    return first, [r for r in requests if r[0] not in FIRST_WARMUP_SIGNATURES]
+    first = [r for r in requests if r[0] in FIRST_WARMUP_SIGNATURES and _rows(r[1]) < PARALLEL_MIN_BATCH]
+    return first, [r for r in requests if not any(r is f for f in first)]
+
+
+def _rows(arrays: Dict[str, np.ndarray]) -> int:
+    return max((len(a) for a in arrays.values() if np.ndim(a) > 0), default=1)
 
 
 def lower_thread_priority(niceness: int) -> None:

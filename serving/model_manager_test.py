@@ -200,15 +200,30 @@ def test_warm_up_replays_the_tf_serving_warmup_file_that_export_writes(tmp_path,
     requests = warmup_requests("tables", testing.sample_tables(3), {"serving_default", "generate"},
                                DecodeConfig())
     requests.append(("serving_default", {"tables": np.array(["not a table"], dtype=object)}))
-    assert write_warmup_requests(str(export), requests) == 5
+    assert write_warmup_requests(str(export), requests) == 6
     logs = [prediction_log_pb2.PredictionLog.FromString(record.numpy())
             for record in tf.data.TFRecordDataset(str(export / WARMUP_ASSET))]
     specs = [(log.predict_log.request.model_spec.name, log.predict_log.request.model_spec.signature_name)
              for log in logs]
-    assert specs == [(MODEL, "serving_default")] * 3 + [(MODEL, "generate"), (MODEL, "serving_default")]
-    assert [len(log.predict_log.request.inputs["tables"].string_val) for log in logs] == [1, 1, 3, 1, 1]
-    assert set(logs[3].predict_log.request.inputs) == {"tables", "beam_size", "max_length", "must_include"}
-    assert LoadedVersion(MODEL, 1, str(export)).warm_up() == (4, 5)
+    assert specs == [(MODEL, "serving_default")] * 4 + [(MODEL, "generate"), (MODEL, "serving_default")]
+    assert [len(log.predict_log.request.inputs["tables"].string_val) for log in logs] == [1, 1, 3, 16, 1, 1]
+    assert set(logs[4].predict_log.request.inputs) == {"tables", "beam_size", "max_length", "must_include"}
+    assert LoadedVersion(MODEL, 1, str(export)).warm_up() == (5, 6)
+
+
+def test_the_parallel_searches_batch_warms_up_after_the_swap():
+    """Before the swap: serving_default's one-table and small-batch requests; its batch of
+    PARALLEL_MIN_BATCH rows (no c16 batch is that large) and the other signatures after."""
+    from tablegen_tf.config import DecodeConfig
+    from tablegen_tf.export import warmup_requests
+    from serving.model_manager import split_warmup
+
+    requests = warmup_requests("tables", testing.sample_tables(3), {"serving_default", "generate"},
+                               DecodeConfig())
+    first, later = split_warmup(requests, background=True)
+    assert [(name, len(arrays["tables"])) for name, arrays in first] == [("serving_default", n) for n in (1, 1, 3)]
+    assert [(name, len(arrays["tables"])) for name, arrays in later] == [("serving_default", 16), ("generate", 1)]
+    assert split_warmup(requests, background=False) == (requests, [])
 
 
 def test_other_signatures_warm_up_in_the_background_after_the_swap(tmp_path, exports, caplog):

@@ -34,7 +34,7 @@ from typing import Mapping, Optional, Sequence
 import tensorflow as tf
 
 from tablegen_tf.constants import EXAMPLES_ASSET, WARMUP_ASSET
-from tablegen_tf.generation import decode_text, explain_text
+from tablegen_tf.generation import PARALLEL_MIN_BATCH, decode_text, explain_text
 
 # The beam widths ``generate`` accepts: one search graph reads the width at run time
 # (a graph per width made the SavedModel 5x larger and its load 3x slower); the cap
@@ -191,9 +191,11 @@ def write_examples(featurizer, data_dir, export_dir: str, count: int = EXAMPLE_C
 
 def warmup_requests(input_name: str, inputs: Sequence[str], signatures, decode) -> list:
     """(signature, {input: array}) pairs: for ``serving_default`` the shortest and the
-    longest input alone and all of them as one batch (the batch sizes the server will see);
-    ``explain`` and ``generate`` (at the run's beam, at most the widest supported, and max
-    length) once on the shortest."""
+    longest input alone, all of them as one batch and, with ``decode.parallel_searches`` > 1,
+    a batch of PARALLEL_MIN_BATCH rows (the inputs repeated): one request per search the
+    server's batch sizes take (one table: the XLA search; a few: one graph loop; many: the
+    parallel searches); ``explain`` and ``generate`` (at the run's beam, at most the widest
+    supported, and max length) once on the shortest."""
     import numpy as np
 
     if not inputs:
@@ -203,6 +205,9 @@ def warmup_requests(input_name: str, inputs: Sequence[str], signatures, decode) 
     requests = [("serving_default", one),
                 ("serving_default", {input_name: np.array([by_length[-1]], dtype=object)}),
                 ("serving_default", {input_name: np.array(by_length, dtype=object)})]
+    if decode.parallel_searches > 1 and len(by_length) < PARALLEL_MIN_BATCH:
+        rows = [by_length[i % len(by_length)] for i in range(PARALLEL_MIN_BATCH)]
+        requests.append(("serving_default", {input_name: np.array(rows, dtype=object)}))
     if "explain" in signatures:
         requests.append(("explain", one))
     if "generate" in signatures:

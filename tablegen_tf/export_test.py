@@ -11,3 +11,16 @@ def test_generate_warmup_stays_within_the_signatures_beam_widths(run_beam, warme
     requests = dict(warmup_requests("tables", ['{"table": []}'], {"serving_default", "generate"},
                                     DecodeConfig(beam_size=run_beam)))
     assert int(requests["generate"]["beam_size"]) == warmed
+
+
+@pytest.mark.parametrize("parallel_searches, batches", [(2, [1, 1, 3, 16]), (1, [1, 1, 3])])
+def test_serving_default_warms_up_every_search_its_batch_sizes_take(parallel_searches, batches):
+    """One table (XLA), a few (one graph loop) and, with parallel searches, a batch of
+    PARALLEL_MIN_BATCH rows: the parallel searches' first call is not left to a client."""
+    from tablegen_tf.generation import PARALLEL_MIN_BATCH
+
+    tables = ['{"table": []}', '{"table": [{"field": "a", "value": "b"}]}', '{"table": [{"field": "a", "value": "bc"}]}']
+    requests = warmup_requests("tables", tables, {"serving_default"}, DecodeConfig(parallel_searches=parallel_searches))
+    assert [len(arrays["tables"]) for _, arrays in requests] == batches
+    if parallel_searches > 1:
+        assert batches[-1] == PARALLEL_MIN_BATCH and set(requests[-1][1]["tables"]) == set(tables)

@@ -57,18 +57,21 @@ def exported(trained, tmp_path_factory):
 
 def test_export_writes_tf_serving_warmup_requests_that_all_run(exported):
     """TF Serving's warm-up file: serving_default on the shortest and longest example
-    table and all of them, explain and generate once. (That the server replays them is
+    table, all of them and PARALLEL_MIN_BATCH rows of them (the parallel searches),
+    explain and generate once. (That the server replays them is
     serving/model_manager_test.py's; a replay here cost 346 s on the loaded host.)"""
     from serving.model_manager import warmup_file_requests
     from tablegen_tf.constants import EXAMPLES_ASSET
+    from tablegen_tf.generation import PARALLEL_MIN_BATCH
 
     path = os.path.join(exported, "tablegen", "1")
     with open(os.path.join(path, EXAMPLES_ASSET), encoding="utf-8") as handle:
         examples = sorted(handle.read().splitlines(), key=len)
     requests = warmup_file_requests(path)
-    assert [name for name, _ in requests] == ["serving_default"] * 3 + ["explain", "generate"]
+    assert [name for name, _ in requests] == ["serving_default"] * 4 + ["explain", "generate"]
     tables = [[t.decode() for t in arrays["tables"]] for _, arrays in requests]
-    assert len(examples) > 1 and tables == [examples[:1], examples[-1:], examples, examples[:1], examples[:1]]
+    parallel = [examples[i % len(examples)] for i in range(PARALLEL_MIN_BATCH)]
+    assert len(examples) > 1 and tables == [examples[:1], examples[-1:], examples, parallel, examples[:1], examples[:1]]
 
 
 def _local_texts(run_dir, *flags):
