@@ -49,20 +49,28 @@ def xla_caches(temp_dir):
 def test_sigterm_drains_in_flight_requests_and_exits_zero(tmp_path, exports):
     testing.push_version(exports["slow"], str(tmp_path / MODEL), 1)
     process, address, lines = start_server(str(tmp_path), str(tmp_path / "tmp"))
+    models = []
     try:
         assert len(xla_caches(tmp_path / "tmp")) == 1
         tables = testing.sample_tables(1)
         client.generate_remote(address, MODEL, tables)  # connected and warm
         finished = []
+        # Connected before the barrier: a thread still dialling when SIGTERM lands is refused
+        # (a new connection), which is right for the server and was this test's flake.
+        models.extend(client.RemoteModel(address, MODEL, retries=0) for _ in range(4))
+        for model in models:
+            grpc.channel_ready_future(model._channel).result(timeout=30)
+        started = threading.Barrier(len(models) + 1)
 
-        def request():
-            finished.append((client.generate_remote(address, MODEL, tables, retries=0),
-                             time.perf_counter()))
+        def request(model):
+            started.wait()
+            finished.append((model.generate(tables), time.perf_counter()))
 
-        threads = [threading.Thread(target=request) for _ in range(4)]
+        threads = [threading.Thread(target=request, args=(model,)) for model in models]
         for thread in threads:
             thread.start()
-        time.sleep(0.1)
+        started.wait()
+        time.sleep(0.15)  # the calls are sent; the slow model takes ~0.4 s each
         signalled = time.perf_counter()
         process.send_signal(signal.SIGTERM)
         for thread in threads:
@@ -70,6 +78,8 @@ def test_sigterm_drains_in_flight_requests_and_exits_zero(tmp_path, exports):
         assert process.wait(30) == 0
     finally:
         process.kill()
+        for model in models:
+            model.close()
     assert len(finished) == 4 and all(texts[0].endswith("slow") for texts, _ in finished)
     assert any(at > signalled for _, at in finished)  # they really were in flight
     assert "tablegen serve: stopped\n" in list(lines.queue)
