@@ -23,7 +23,9 @@ TINY_TRAINER = {
                   "position_dim": 2, "num_layers": 1},
         "data": {"batch_size": 4, "shuffle_buffer": 16},
         "train": {"max_steps": 6, "max_minutes": 0, "eval_every_steps": 1000, "eval_max_examples": 4, "seed": 1},
-        "decode": {"beam_size": 2, "max_length": 8},
+        # One plain search without reranking: the pipeline is under test here, not the
+        # decoder (export_test / real_model_serving_test cover those); it exports ~20 s faster.
+        "decode": {"beam_size": 2, "max_length": 8, "slot_rerank_weight": 0.0, "parallel_searches": 1},
     },
 }
 
