@@ -6,8 +6,10 @@ Serving's batch scheduler: one thread at a time forms a batch (waiting at most
 `batch_timeout_micros` for it to fill) while the others run theirs.
 
 Unlike a fixed timeout, the wait stops as soon as the queue holds this thread's share
-of the rows recently in flight at once (their peak over the threads), and is skipped
-when only one request was in flight: a lone sequential client pays no batching delay.
+of the rows recently in flight at once (their peak over the threads), and as soon as no
+more rows are coming: every row of that peak is queued or running (3 clients on 2
+threads: a batch of 2 runs, the third row waits for nobody). It is skipped when only
+one request was in flight: a lone sequential client pays no batching delay.
 A batch takes no more than that share, so under steady load each batch thread runs its
 own half (on 2 threads) concurrently: on 2 cores two concurrent batches of 8 tables ran
 1.2-1.3x the tables/s of one batch of 16 (E2E export, serving/README.md), and sharing
@@ -35,6 +37,7 @@ import grpc
 import numpy as np
 import tensorflow as tf
 
+from serving.defaults import BATCH_TIMEOUT_MICROS
 from serving.errors import ServingError
 
 PEAK_WINDOW_SECONDS = 1.0
@@ -43,7 +46,7 @@ PEAK_WINDOW_SECONDS = 1.0
 @dataclass
 class BatchingOptions:
     max_batch_size: int = 64
-    batch_timeout_micros: int = 2000
+    batch_timeout_micros: int = BATCH_TIMEOUT_MICROS
     num_batch_threads: int = 2
 
 
@@ -99,11 +102,7 @@ class Batcher:
             self._in_flight_rows += size
             self._note_peak()
             self._cond.notify_all()
-        try:
-            task.done.wait()
-        finally:
-            with self._cond:
-                self._in_flight_rows -= size
+        task.done.wait()
         if task.error is not None:
             raise task.error
         return task.outputs
@@ -137,7 +136,8 @@ class Batcher:
                 return None
             target = self._share()
             deadline = time.monotonic() + self._options.batch_timeout_micros / 1e6
-            while self._queued_rows < target and not self._closed:
+            # Rows in flight are queued or running; the rest of the peak is on its way back.
+            while self._queued_rows < target and self._in_flight_rows < self._peak_rows and not self._closed:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -172,12 +172,19 @@ class Batcher:
                 for task in batch:
                     self._execute([task])
                 return
-            batch[0].finish(error=error)
+            self._finish(batch[0], error=error)
             return
         offset = 0
         for task in batch:
-            task.finish(outputs={k: v[offset:offset + task.size] for k, v in outputs.items()})
+            self._finish(task, outputs={k: v[offset:offset + task.size] for k, v in outputs.items()})
             offset += task.size
+
+    def _finish(self, task: _Task, **result) -> None:
+        # Out of flight when answered, not when its thread next runs: a forming batch
+        # counts the rows still to come by what is in flight (see _collect).
+        with self._cond:
+            self._in_flight_rows -= task.size
+        task.finish(**result)
 
 
 def _concat(inputs: List[Dict[str, tf.Tensor]]) -> Dict[str, tf.Tensor]:

@@ -91,7 +91,20 @@ def test_parse_batching_parameters_file():
     with open(os.path.join(HERE, "batching_parameters.txt")) as f:
         options = parse_batching_parameters(f.read())
     assert options.max_batch_size == 64 and options.num_batch_threads == 2
+    # TF Serving's timeout is a fixed wait (its batches run full or at the timeout), so
+    # its file keeps a shorter one than our default, whose wait ends when no row is coming.
     assert 2000 <= options.batch_timeout_micros <= 5000
+
+
+def test_serve_defaults_are_the_batchers():
+    import argparse
+
+    from serving.server import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args([])
+    assert BatchingOptions(args.max_batch_size, args.batch_timeout_micros, args.num_batch_threads) == BatchingOptions()
 
 
 def test_outputs_are_numpy_slices():
@@ -145,3 +158,29 @@ def test_under_steady_load_each_thread_batches_its_share_of_the_clients():
     batcher.close()
     assert sum(model.sizes) == 96 and max(model.sizes) <= 8
     assert sum(size for size in model.sizes if size == 8) >= 48, model.sizes
+
+
+def test_a_batch_does_not_wait_for_rows_no_client_is_sending():
+    """Every row of the recent peak is queued or running: the queued one runs at once on
+    the free thread instead of waiting out the timeout for a share that cannot come."""
+    entered, release = threading.Event(), threading.Event()
+
+    def model(inputs):
+        values = inputs["x"].numpy()
+        if len(values) == 2:  # the first request holds its thread until released
+            entered.set()
+            release.wait(10)
+        return {"y": values * 2}
+
+    batcher = Batcher(model, BatchingOptions(batch_timeout_micros=5_000_000, num_batch_threads=2))
+    first = threading.Thread(target=batcher.submit, args=({"x": tf.constant([1, 2])}, 2))
+    try:
+        first.start()
+        assert entered.wait(10)
+        started = time.perf_counter()  # peak 3 in flight, share 2: one row queued, two running
+        assert batcher.submit({"x": tf.constant([3])}, 1)["y"].tolist() == [6]
+        assert time.perf_counter() - started < 2.5  # half the timeout; ~0 s when right
+    finally:
+        release.set()
+        first.join()
+        batcher.close()

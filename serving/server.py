@@ -20,8 +20,8 @@ import threading
 from concurrent import futures
 from typing import Dict, List, Optional
 
-from serving.defaults import (DEFAULT_RUNTIME, LOADER_NICENESS, POLL_SECONDS, RUNTIMES, SETTLE_SECONDS,
-                              WARMUP_NICENESS)
+from serving.defaults import (BATCH_TIMEOUT_MICROS, DEFAULT_RUNTIME, LOADER_NICENESS, POLL_SECONDS, RUNTIMES,
+                              SETTLE_SECONDS, WARMUP_NICENESS)
 from serving.limits import add_limit_arguments, limits_from_args
 from serving.tls import add_tls_arguments, tls_from_args
 
@@ -83,8 +83,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="largest batch per request and per merged batch (default: %(default)s)")
     load.add_argument("--enable-batching", action=argparse.BooleanOptionalAction, default=True,
                       help="merge concurrent requests into one model call (default: on)")
-    load.add_argument("--batch-timeout-micros", type=int, default=2000,
-                      help="longest wait for a batch to fill (default: %(default)s)")
+    load.add_argument("--batch-timeout-micros", type=int, default=BATCH_TIMEOUT_MICROS,
+                      help="longest wait for a batch to take its share of the clients in flight; a "
+                      "lone sequential client never waits (default: %(default)s)")
     load.add_argument("--num-batch-threads", type=int, default=2,
                       help="batches executing in parallel (default: %(default)s)")
     load.add_argument("--batching-parameters-file",
