@@ -112,10 +112,11 @@ def build_demo(directory: str, name: str, kind: str) -> str:
     return directory
 
 
-def start_server(base: str, name: str, extra: str, log_path: str = ""):
+def start_server(base: str, name: str, extra: str, log_path: str = "", root: str = ROOT):
+    """`python -m serving.server` of the code tree `root` (another one: benchmarks/serving_ab.py)."""
     command = [sys.executable, "-m", "serving.server", "--model-base-path", base,
                "--model-name", name, "--host", "127.0.0.1", "--port", "0", *shlex.split(extra)]
-    process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+    process = subprocess.Popen(command, cwd=root, env={**os.environ, "PYTHONPATH": root},
                                stdout=subprocess.PIPE, text=True,
                                stderr=open(log_path, "w") if log_path else subprocess.DEVNULL)
     lines: "queue.Queue[str]" = queue.Queue()
