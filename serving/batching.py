@@ -37,7 +37,7 @@ import grpc
 import numpy as np
 import tensorflow as tf
 
-from serving.defaults import BATCH_TIMEOUT_MICROS
+from serving.defaults import BATCH_TIMEOUT_MICROS, MAX_BATCH_SIZE, NUM_BATCH_THREADS
 from serving.errors import ServingError
 
 PEAK_WINDOW_SECONDS = 1.0
@@ -45,9 +45,9 @@ PEAK_WINDOW_SECONDS = 1.0
 
 @dataclass
 class BatchingOptions:
-    max_batch_size: int = 64
+    max_batch_size: int = MAX_BATCH_SIZE
     batch_timeout_micros: int = BATCH_TIMEOUT_MICROS
-    num_batch_threads: int = 2
+    num_batch_threads: int = NUM_BATCH_THREADS
 
 
 def parse_batching_parameters(text: str, defaults: Optional[BatchingOptions] = None) -> BatchingOptions:

@@ -11,6 +11,12 @@ imports nothing heavy (`tablegen serve --help` must not load TensorFlow)."""
 # wait, so its batching_parameters.txt keeps 2 ms.
 BATCH_TIMEOUT_MICROS = 10000
 
+# Largest batch per request and per merged batch (tablegen serve --max-batch-size), and
+# batches executing in parallel (--num-batch-threads): two, one per core of a 2-core host;
+# 1, 3 and 4 measured no better under 16 clients (serving/README.md, 2026-11-28/29).
+MAX_BATCH_SIZE = 64
+NUM_BATCH_THREADS = 2
+
 # How often to look for new versions: TF Serving's --file_system_poll_wait_seconds default.
 POLL_SECONDS = 1.0
 

@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 
 from serving.batching import Batcher, BatchingOptions
+from serving.defaults import MAX_BATCH_SIZE
 from serving.errors import ServingError, invalid, not_found
 from serving.limits import Limits
 from serving.model_manager import LoadedVersion, ModelManager
@@ -33,7 +34,7 @@ class PredictResult:
 
 class Predictor:
     def __init__(self, managers: Mapping[str, ModelManager], max_concurrency: int = 16,
-                 max_batch_size: int = 64, queue_timeout: float = 5.0,
+                 max_batch_size: int = MAX_BATCH_SIZE, queue_timeout: float = 5.0,
                  batching: Optional[BatchingOptions] = None, limits: Limits = Limits()):
         self.managers = dict(managers)
         self.limits = limits

@@ -20,8 +20,8 @@ import threading
 from concurrent import futures
 from typing import Dict, List, Optional
 
-from serving.defaults import (BATCH_TIMEOUT_MICROS, DEFAULT_RUNTIME, LOADER_NICENESS, POLL_SECONDS, RUNTIMES,
-                              SETTLE_SECONDS, WARMUP_NICENESS)
+from serving.defaults import (BATCH_TIMEOUT_MICROS, DEFAULT_RUNTIME, LOADER_NICENESS, MAX_BATCH_SIZE,
+                              NUM_BATCH_THREADS, POLL_SECONDS, RUNTIMES, SETTLE_SECONDS, WARMUP_NICENESS)
 from serving.limits import add_limit_arguments, limits_from_args
 from serving.tls import add_tls_arguments, tls_from_args
 
@@ -68,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "then skips compiling them before it takes traffic (serving/xla_cache.py). "
                        "Default: a temporary directory, shared by the versions this server loads "
                        "and removed when it stops")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also show TensorFlow's known-harmless log lines (start-up on a machine "
+                        "without GPU, XLA cache reads: KNOWN_NOISE in tablegen_tf/logs.py), which are "
+                        "dropped by default; every other line is shown either way")
     net = parser.add_argument_group("network")
     net.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
     net.add_argument("--port", type=int, default=8500, help="gRPC port; 0 picks a free one (default: %(default)s)")
@@ -79,14 +83,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "(default: %(default)s)")
     load.add_argument("--queue-timeout-seconds", type=float, default=5.0,
                       help="longest wait for a concurrency slot (default: %(default)s)")
-    load.add_argument("--max-batch-size", type=int, default=64,
+    load.add_argument("--max-batch-size", type=int, default=MAX_BATCH_SIZE,
                       help="largest batch per request and per merged batch (default: %(default)s)")
     load.add_argument("--enable-batching", action=argparse.BooleanOptionalAction, default=True,
                       help="merge concurrent requests into one model call (default: on)")
     load.add_argument("--batch-timeout-micros", type=int, default=BATCH_TIMEOUT_MICROS,
                       help="longest wait for a batch to take its share of the clients in flight; a "
                       "lone sequential client never waits (default: %(default)s)")
-    load.add_argument("--num-batch-threads", type=int, default=2,
+    load.add_argument("--num-batch-threads", type=int, default=NUM_BATCH_THREADS,
                       help="batches executing in parallel (default: %(default)s)")
     load.add_argument("--batching-parameters-file",
                       help="TF Serving batching_parameters.txt; overrides the batching flags")
@@ -258,6 +262,10 @@ def configure_graph_optimization(enabled: bool) -> None:
 
 
 def run(args) -> int:
+    if not args.verbose:  # before TensorFlow is imported: its start-up lines are filtered too
+        from tablegen_tf import logs
+
+        logs.drop_known_noise()
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from serving.xla_cache import XlaCache

@@ -105,18 +105,22 @@ def apply_grappler_switch(meta_graph) -> int:
 
 
 def detach_library(meta_graph):
-    """-> the meta graph's function library, removed from it (None if it has gradients,
-    which none of our exports has: then it stays, for the usual import).
+    """-> the meta graph's function library, removed from it.
 
     Imported with the nodes, the library makes the import one C call holding the GIL,
     shape inference into every called function included: 193-213 ms for the E2E
-    export's explain and generate, with every request waiting. The nodes alone import at
-    once; ``add_functions`` then adds the functions one C call each."""
+    export's explain and generate, with every request waiting; and it leaves a Python
+    wrapper per function (535 for a peer-size export), whose deletions in the full
+    collection after an unload held the GIL 0.1-0.8 s more. The nodes alone import at
+    once; ``add_functions`` then adds the functions one C call each.
+
+    The library's gradients are dropped: a served graph is only run forward, and a
+    gradient a signature computes was built into its graph at export. Every export with
+    the fused LSTM loop (tablegen_tf.layers.fused_loop, a tf.custom_gradient) registers
+    one, and keeping them meant importing the whole library the slow way."""
     library = meta_graph.graph_def.library
-    if library.gradient or library.registered_gradients:
-        return None
     detached = type(library)()
-    detached.CopyFrom(library)
+    detached.function.extend(library.function)
     meta_graph.graph_def.ClearField("library")
     return detached
 
@@ -174,8 +178,7 @@ class SessionModel:
             library = detach_library(meta_graph)
             with self.graph.as_default():  # SavedModelLoader.load's steps, the library between
                 saver, _ = loader.load_graph(self.graph, [SERVE_TAG])
-                if library is not None:
-                    add_functions(self.graph, library)
+                add_functions(self.graph, library)
                 loader.restore_variables(self.session, saver)
                 loader.run_init_ops(self.session, [SERVE_TAG])
         except Exception:  # a corrupt or partial version: its session is not left open

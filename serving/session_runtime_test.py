@@ -90,6 +90,32 @@ def test_the_function_library_is_added_without_python_wrappers(exports):
         session_model.close()
 
 
+def test_a_library_with_a_registered_gradient_is_added_the_same_way(tmp_path):
+    """An export whose functions use tf.custom_gradient (as the fused LSTM loop does) keeps
+    a registered gradient in its library; serving runs it forward without it, and without
+    a Python wrapper per function (before, such a library was imported the slow way)."""
+    from tensorflow.python.saved_model import loader_impl
+
+    @tf.custom_gradient
+    def doubled(x):
+        return 2.0 * x, lambda upstream: 3.0 * upstream
+
+    module = tf.Module()
+    module.run = tf.function(lambda x: {"y": doubled(x) + 1.0},
+                             input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+    path = str(tmp_path / "custom_gradient")
+    tf.saved_model.save(module, path, signatures={"serving_default": module.run})
+    library = loader_impl.SavedModelLoader(path).get_meta_graph_def_from_tags([SERVE_TAG]).graph_def.library
+    assert library.registered_gradients  # what the fix is about: it used to keep the slow import
+    session_model = SessionModel(path)
+    try:
+        assert not session_model.graph._functions
+        outputs = session_model.signatures["serving_default"](x=np.array([1.0, 2.5], np.float32))
+        np.testing.assert_allclose(outputs["y"], [3.0, 6.0])
+    finally:
+        session_model.close()
+
+
 def test_session_runtime_loads_warms_up_and_swaps(tmp_path, exports):
     """serving_default first (pruned, serving.partial_load), generate in the background,
     then a pushed version takes over; all through sessions."""

@@ -31,6 +31,7 @@ import faulthandler
 import logging
 import os
 import re
+import subprocess
 import sys
 import threading
 from typing import IO, Iterator, Optional
@@ -51,6 +52,12 @@ KNOWN_NOISE = (
     r"TF-TRT Warning",
     r"successful NUMA node read",
     r"oneDNN supports DT_\w+ only on platforms with",  # an int op falls back to Eigen: same results
+    # the persistent XLA cache (serving/xla_cache.py) reading an entry: TF tries the text
+    # format before the binary one, and XLA's CPU loader counts LLVM tuning flags as ISA
+    # features (openxla/xla#44565); the entry still loads (a cached first call 0.10-0.15 s
+    # against 0.23-0.25 s compiled, 2026-12-04)
+    r"Error parsing text-format tensorflow\.XlaSerializedCacheEntry",
+    r"Loading XLA:CPU AOT result\. Target machine feature \+prefer-no-(?:gather|scatter) is not",
     # multi-worker training: a peer that finished (or died) first; `tablegen train` says
     # which worker stopped in its own words
     r"StartAbort UNAVAILABLE: .*stopped sending heartbeats",
@@ -263,6 +270,40 @@ def _log_line(logger: logging.Logger, raw: bytes) -> None:
     line = raw.decode("utf-8", errors="replace").rstrip()
     if line:
         logger.log(logging.WARNING if is_alert(line) else logging.INFO, "%s", line)
+
+
+# The filter process: ignores the terminal's Ctrl-C and a process group's SIGTERM (the
+# server logs its shutdown after them) and ends at end of file, when every writer is gone.
+_FILTER_PROCESS = """
+import re, signal, sys
+for number in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(number, signal.SIG_IGN)
+noise, out = re.compile(sys.argv[1]), sys.stdout.buffer
+for line in sys.stdin.buffer:
+    if not noise.search(line.decode("utf-8", "replace")):
+        out.write(line)
+        out.flush()
+"""
+
+
+def drop_known_noise(fd: int = 2) -> subprocess.Popen:
+    """For a long-running command that keeps logging to the console (`tablegen serve`):
+    what is written to descriptor ``fd`` -- TF's C++ logging included -- passes through a
+    child process that drops the lines matching KNOWN_NOISE and passes every other line
+    on at once. A process, not a thread: it drains the pipe after this process dies, so
+    the last lines before a crash (a C++ check failure) still reach the console."""
+    sys.stderr.flush()
+    original = os.dup(fd)
+    read_end, write_end = os.pipe()
+    try:
+        child = subprocess.Popen([sys.executable, "-S", "-c", _FILTER_PROCESS, _NOISE.pattern],
+                                 stdin=read_end, stdout=original, stderr=original)
+    finally:
+        os.close(read_end)
+        os.close(original)
+    os.dup2(write_end, fd)
+    os.close(write_end)
+    return child
 
 
 @contextlib.contextmanager

@@ -29,6 +29,12 @@ SEEN_NOISE = [
     "INFO:absl:Component Trainer is running.",
     "E0000 00:00:1795540756.417323   10555 util.cc:131] oneDNN supports DT_INT32 only on platforms with "
     "AVX-512. Falling back to the default Eigen-based implementation if present.",
+    # `tablegen serve` at each version load with the XLA cache (2026-12-04)
+    "E0000 00:00:1796414297.170619   17982 text_format.cc:378] Error parsing text-format "
+    "tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: 6",
+    "E0000 00:00:1796414297.187725   17982 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result. Target machine "
+    "feature +prefer-no-scatter is not  supported on the host machine. Machine type used for XLA:CPU "
+    "compilation doesn't match the machine type for execution. Compile machine features: [+64bit,+adx]",
 ]
 
 
@@ -137,3 +143,25 @@ def test_verbose_session_redirects_nothing(tmp_path):
     assert "plain print from an executor" in result.stdout
     assert "Could not find cuda drivers" in result.stderr and "Fallback to non-ZetaSQL" in result.stderr
     assert "a real warning" in log_text
+
+
+FILTER_SCRIPT = textwrap.dedent("""
+    import os, sys
+    from tablegen_tf import logs
+    logs.drop_known_noise()
+    os.write(2, b"E0000 00:00:1.0 7 cuda_platform.cc:52] failed call to cuInit: UNKNOWN ERROR (303)\\n")
+    print("2026-12-04 20:00:00,000 INFO model m now serves version 2", file=sys.stderr, flush=True)
+    os.write(2, b"E0000 00:00:1.0 7 text_format.cc:378] Error parsing text-format "
+                b"tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: 6\\n")
+    os.write(2, b"F0000 00:00:1.0 7 kernel.cc:1] Check failed: the last words\\n")
+    os.abort()  # as a C++ check failure does: the filter still passes the line above on
+""")
+
+
+def test_drop_known_noise_keeps_every_other_line_even_from_a_crash(tmp_path):
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", FILTER_SCRIPT], capture_output=True, text=True, cwd=repo,
+                            timeout=60)
+    assert result.returncode != 0  # aborted
+    assert result.stderr.splitlines() == ["2026-12-04 20:00:00,000 INFO model m now serves version 2",
+                                          "F0000 00:00:1.0 7 kernel.cc:1] Check failed: the last words"]
