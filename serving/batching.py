@@ -66,6 +66,7 @@ Run = Callable[[Dict[str, tf.Tensor]], Dict[str, np.ndarray]]
 class _Task:
     def __init__(self, inputs: Dict[str, tf.Tensor], size: int, run: Run):
         self.inputs, self.size, self.run = inputs, size, run
+        self.queued_at = time.monotonic()
         self.outputs: Optional[Dict[str, np.ndarray]] = None
         self.error: Optional[Exception] = None
         self.done = threading.Event()
@@ -77,10 +78,13 @@ class _Task:
 
 class Batcher:
     """Runs `run(inputs) -> outputs` on concatenations of submitted requests; `run`
-    is the batcher's, or the one a request names (its model version's)."""
+    is the batcher's, or the one a request names (its model version's). `on_batch(rows,
+    waited, ran)`: after each batch that ran whole, its rows, the seconds its oldest request
+    waited and the seconds the call took (serving.metrics)."""
 
-    def __init__(self, run: Optional[Run], options: BatchingOptions, name: str = "batcher"):
-        self._run, self._options = run, options
+    def __init__(self, run: Optional[Run], options: BatchingOptions, name: str = "batcher",
+                 on_batch: Optional[Callable[[int, float, float], None]] = None):
+        self._run, self._options, self._on_batch = run, options, on_batch
         self._queue: collections.deque = collections.deque()
         self._queued_rows = self._in_flight_rows = 0
         self._peak_rows, self._peak_at = 0, 0.0
@@ -165,6 +169,7 @@ class Batcher:
         return batch
 
     def _execute(self, batch: List[_Task]) -> None:
+        started = time.monotonic()
         try:
             outputs = batch[0].run(_concat([t.inputs for t in batch]) if len(batch) > 1 else batch[0].inputs)
         except Exception as error:
@@ -174,6 +179,8 @@ class Batcher:
                 return
             self._finish(batch[0], error=error)
             return
+        if self._on_batch:
+            self._on_batch(sum(t.size for t in batch), started - batch[0].queued_at, time.monotonic() - started)
         offset = 0
         for task in batch:
             self._finish(task, outputs={k: v[offset:offset + task.size] for k, v in outputs.items()})

@@ -3,6 +3,7 @@ and `tablegen serve` accepts them (models.config pointed at a stand-in SavedMode
 
 import argparse
 import os
+import re
 
 import yaml
 from google.protobuf import text_format
@@ -36,6 +37,7 @@ def test_docker_compose_runs_tf_serving_with_these_configs():
     mounts = {target: source for source, target, _ in (v.rsplit(":", 2) for v in service["volumes"])}
     assert mounts[flags["model_config_file"]] == "./models.config"
     assert mounts[flags["batching_parameters_file"]] == "./batching_parameters.txt"
+    assert mounts[flags["monitoring_config_file"]] == "./monitoring.config"
     assert "/models" in mounts and {"8500:8500", "8501:8501"} <= set(service["ports"])
     # the one-table beam search is jit_compile'd: TF Serving needs XLA:CPU on, and keeps
     # compiled computations where `tablegen serve` would (serving/xla_cache.py)
@@ -69,3 +71,11 @@ def test_cli_wiring():
     assert (args.port, args.rest_port, args.max_concurrency, args.enable_batching) == (
         9000, 9001, 4, False)
     assert callable(args.handler) and server.batching_options(args) is None
+
+
+def test_monitoring_config_turns_on_prometheus_at_our_metrics_path():
+    from serving import metrics
+
+    text = read("monitoring.config")
+    assert re.search(r"prometheus_config\s*\{[^}]*enable:\s*true", text)
+    assert re.search(r'path:\s*"([^"]+)"', text).group(1) == metrics.PATH

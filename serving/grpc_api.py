@@ -143,15 +143,16 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             check_deadline(context)
             request, limits = parsed(request), self._predictor.limits
             spec = request.model_spec
-            result = self._predictor.predict(
-                spec.name, requested_version(spec), spec.signature_name,
-                lambda signature: tensors.decode_inputs(request.inputs, signature, limits),
-                list(request.output_filter), context.time_remaining())
-            response = predict_pb2.PredictResponse()
-            fill_spec(response.model_spec, result.model_name, result.version, result.signature_name)
-            for key, value in result.outputs.items():
-                response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
-            return response
+            with self._predictor.metrics.request(spec.name, "predict", "GRPC"):
+                result = self._predictor.predict(
+                    spec.name, requested_version(spec), spec.signature_name,
+                    lambda signature: tensors.decode_inputs(request.inputs, signature, limits),
+                    list(request.output_filter), context.time_remaining())
+                response = predict_pb2.PredictResponse()
+                fill_spec(response.model_spec, result.model_name, result.version, result.signature_name)
+                for key, value in result.outputs.items():
+                    response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+                return response
 
     def GetModelMetadata(self, request, context):
         with abort_on_error(context):

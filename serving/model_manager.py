@@ -563,6 +563,11 @@ class ModelManager:
         finally:
             loaded.release()
 
+    def served_version(self) -> int:
+        """The version requests get now; 0 before one has loaded."""
+        current = self._current
+        return current.version if current is not None else 0
+
     def status(self, version: Optional[int] = None) -> List[Tuple[int, str, str]]:
         """[(version, state, error)], newest first, for GetModelStatus."""
         with self._lock:

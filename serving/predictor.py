@@ -17,6 +17,7 @@ from serving.batching import Batcher, BatchingOptions
 from serving.defaults import MAX_BATCH_SIZE
 from serving.errors import ServingError, invalid, not_found
 from serving.limits import Limits
+from serving.metrics import Metrics
 from serving.model_manager import LoadedVersion, ModelManager
 from serving.signatures import Prepared, Signature
 from tablegen_tf.constants import EXAMPLES_ASSET
@@ -45,6 +46,10 @@ class Predictor:
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._batchers: Dict[Tuple[str, str], Batcher] = {}
         self._batchers_lock = threading.Lock()
+        self.metrics = Metrics(self.managers, self.served_versions)
+
+    def served_versions(self) -> Dict[str, int]:
+        return {name: manager.served_version() for name, manager in self.managers.items()}
 
     def manager(self, name: str) -> ModelManager:
         if name not in self.managers:
@@ -112,7 +117,8 @@ class Predictor:
         key = (model_name, signature_name)
         with self._batchers_lock:
             if key not in self._batchers:
-                self._batchers[key] = Batcher(None, self.batching, name="batch-%s-%s" % key)
+                self._batchers[key] = Batcher(None, self.batching, name="batch-%s-%s" % key,
+                                              on_batch=self.metrics.batch_observer(*key))
             return self._batchers[key]
 
 

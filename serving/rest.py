@@ -10,6 +10,8 @@ and, beyond TF Serving's API, for the try-it page (serving/static, served at ``/
     GET  /                                       -> the page (GET /static/FILE: its files)
     GET  /v1/models                              -> {"models": [{"name": ..., "model_version_status":
                                                     [...]}]}: every served model's status
+    GET  /monitoring/prometheus/metrics          -> Prometheus metrics (serving.metrics; TF
+                                                    Serving's path when its monitoring is on)
     GET  /v1/models/NAME[/versions/N]/examples   -> {"examples": [JSON table, ...]}: the
                                                     corpus examples exported with the model
 
@@ -40,7 +42,7 @@ import tensorflow as tf
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, model_pb2
 
-from serving import grpc_api
+from serving import grpc_api, metrics
 from serving.errors import ServingError, as_serving_error, invalid, not_found, too_large
 from serving.limits import check_json_depth, flag, gunzip
 from serving.predictor import Predictor
@@ -103,6 +105,8 @@ class RestHandler(BaseHTTPRequestHandler):
             self._static(path)
         elif path.rstrip("/") == MODELS_PATH:
             self._respond(lambda route: self._models(), route_required=False)
+        elif path == metrics.PATH:
+            self._send(200, metrics.CONTENT_TYPE, self.server.predictor.metrics.exposition())
         else:
             self._respond(lambda route: self._get(route))
 
@@ -123,9 +127,11 @@ class RestHandler(BaseHTTPRequestHandler):
             if failure.http_status == 500:
                 log.exception("REST request failed")
             status, body = failure.http_status, {"error": failure.message}
-        payload = json.dumps(body).encode()
+        self._send(status, "application/json", json.dumps(body).encode())
+
+    def _send(self, status: int, content_type: str, payload: bytes) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -178,14 +184,15 @@ class RestHandler(BaseHTTPRequestHandler):
         if route["verb"] != "predict":
             raise ServingError(grpc.StatusCode.UNIMPLEMENTED,
                                f"only :predict is implemented (got {route['verb'] or 'no verb'})")
-        body = self._json_body()
-        row_format = "instances" in body
-        result = self.server.predictor.predict(
-            route["name"], _version(route), str(body.get("signature_name", "")),
-            lambda signature: decode_inputs(body, signature))
-        if row_format:
-            return {"predictions": rows_json(result.outputs)}
-        return {"outputs": columns_json(result.outputs)}
+        with self.server.predictor.metrics.request(route["name"], "predict", "REST"):
+            body = self._json_body()
+            row_format = "instances" in body
+            result = self.server.predictor.predict(
+                route["name"], _version(route), str(body.get("signature_name", "")),
+                lambda signature: decode_inputs(body, signature))
+            if row_format:
+                return {"predictions": rows_json(result.outputs)}
+            return {"outputs": columns_json(result.outputs)}
 
     def _json_body(self) -> Dict[str, Any]:
         limits = self.server.predictor.limits

@@ -76,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     net.add_argument("--host", default="0.0.0.0", help="bind address (default: %(default)s)")
     net.add_argument("--port", type=int, default=8500, help="gRPC port; 0 picks a free one (default: %(default)s)")
     net.add_argument("--rest-port", type=int, default=None,
-                     help="REST port (off unless given; 0 picks a free one)")
+                     help="REST port (off unless given; 0 picks a free one); it also serves Prometheus "
+                     "metrics at /monitoring/prometheus/metrics")
     load = parser.add_argument_group("load")
     load.add_argument("--max-concurrency", type=int, default=16,
                       help="requests executing at once; more wait, then get RESOURCE_EXHAUSTED "
