@@ -67,8 +67,8 @@ def one_run(root: str, server_args: str, args, levels, tables) -> dict:
 
     with tempfile.TemporaryDirectory() as scratch:
         log = os.path.join(scratch, "server.log")
-        process, address = serving_load.start_server(args.model_base_path, args.model_name, server_args, log,
-                                                     root=root)
+        process, address, _ = serving_load.start_server(args.model_base_path, args.model_name, server_args, log,
+                                                        root=root)
         try:
             serving_load.wait_for_background_warmup(
                 log, serving_load.served_version(args.model_base_path, args.model_name), args.background_limit)

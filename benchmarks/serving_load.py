@@ -5,7 +5,8 @@ level sends single-table Predict requests over gRPC from that many client
 threads, and makes the same calls in-process on the loaded SavedModel, one
 table per call and (the batched figure) as many tables per call as the highest
 concurrency. Prints p50/p99 latency and throughput per level with the machine's
-1-minute load average, and checks the targets: server overhead at concurrency 1
+1-minute load average (gRPC levels: also the cores the server and the clients used, and the
+batches the server merged, read from its metrics endpoint), and checks the targets: server overhead at concurrency 1
 <= 1.2x in-process; gRPC throughput at the highest concurrency >= 3x concurrency
 1 and >= 0.9x the in-process batched throughput (tables/s).
 
@@ -42,7 +43,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+import urllib.request
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -112,10 +114,18 @@ def build_demo(directory: str, name: str, kind: str) -> str:
     return directory
 
 
-def start_server(base: str, name: str, extra: str, log_path: str = "", root: str = ROOT):
-    """`python -m serving.server` of the code tree `root` (another one: benchmarks/serving_ab.py)."""
+class Server(NamedTuple):
+    process: subprocess.Popen
+    address: str                 # gRPC HOST:PORT
+    rest_address: Optional[str]  # REST HOST:PORT (the metrics endpoint), None if not served
+
+
+def start_server(base: str, name: str, extra: str, log_path: str = "", root: str = ROOT) -> Server:
+    """`python -m serving.server` of the code tree `root` (another one: benchmarks/serving_ab.py),
+    with a REST port unless `extra` names one: its metrics show each level's batches."""
+    rest = [] if "--rest-port" in extra else ["--rest-port", "0"]
     command = [sys.executable, "-m", "serving.server", "--model-base-path", base,
-               "--model-name", name, "--host", "127.0.0.1", "--port", "0", *shlex.split(extra)]
+               "--model-name", name, "--host", "127.0.0.1", "--port", "0", *rest, *shlex.split(extra)]
     process = subprocess.Popen(command, cwd=root, env={**os.environ, "PYTHONPATH": root},
                                stdout=subprocess.PIPE, text=True,
                                stderr=open(log_path, "w") if log_path else subprocess.DEVNULL)
@@ -128,7 +138,9 @@ def start_server(base: str, name: str, extra: str, log_path: str = "", root: str
         except queue.Empty:
             continue
         if line.startswith("tablegen serve: ready"):
-            return process, "127.0.0.1:" + line.split("grpc=127.0.0.1:")[1].split()[0]
+            rest_port = re.search(r" rest=127\.0\.0\.1:(\d+)", line)
+            return Server(process, "127.0.0.1:" + line.split("grpc=127.0.0.1:")[1].split()[0],
+                          "127.0.0.1:" + rest_port.group(1) if rest_port else None)
     process.kill()
     sys.exit("server did not start; run `python -m serving.server ...` by hand to see why")
 
@@ -233,10 +245,42 @@ def cpu_seconds(pid: int) -> Optional[float]:
         return None
 
 
+def batch_totals(rest_address: Optional[str], name: str) -> Optional[Tuple[float, float]]:
+    """(batches, rows) merged so far for `name`'s serving_default, from the server's metrics
+    (serving/metrics.py); None without a REST port or with a server that has no metrics."""
+    if not rest_address:
+        return None
+    try:
+        with urllib.request.urlopen(f"http://{rest_address}/monitoring/prometheus/metrics", timeout=5) as reply:
+            text = reply.read().decode()
+    except OSError:
+        return None
+    return parse_batch_totals(text, name)
+
+
+def parse_batch_totals(text: str, name: str) -> Tuple[float, float]:
+    totals = {}
+    for kind in ("count", "sum"):
+        found = re.search(rf'^tablegen_serving_batch_size_{kind}\{{model_name="{re.escape(name)}",'
+                          rf'signature_name="serving_default"\}} (\S+)$', text, re.M)
+        totals[kind] = float(found.group(1)) if found else 0.0
+    return totals["count"], totals["sum"]
+
+
+def batch_fill(before: Optional[Tuple[float, float]], after: Optional[Tuple[float, float]]) -> str:
+    """The batches merged between two batch_totals, and their mean rows."""
+    if before is None or after is None or after[0] == before[0]:
+        return ""
+    batches = after[0] - before[0]
+    return f"  (batches: {batches:.0f}, mean {(after[1] - before[1]) / batches:.2f} rows)"
+
+
 def run_levels(label: str, call, tables, levels, seconds, warm: bool = True,
-               server_pid: Optional[int] = None) -> Dict[int, Dict[str, float]]:
+               server_pid: Optional[int] = None,
+               batches: Callable[[], Optional[Tuple[float, float]]] = lambda: None) -> Dict[int, Dict[str, float]]:
     """With server_pid, each level also prints the cores the server and this process (the
-    clients) used: on one machine the clients' gRPC work is CPU the in-process figures never pay."""
+    clients) used: on one machine the clients' gRPC work is CPU the in-process figures never pay.
+    `batches() -> batch_totals(...)` adds the batches the server merged and their mean rows."""
     for table in tables if warm else ():
         # Warm up on every table: the first calls optimise the graph, and a one-table
         # request's XLA search compiles once per record bucket (serving_io.RECORD_BUCKET),
@@ -245,12 +289,12 @@ def run_levels(label: str, call, tables, levels, seconds, warm: bool = True,
         call(table)
     results = {}
     for level in levels:
-        before = cpu_snapshot(server_pid)
+        before, merged = cpu_snapshot(server_pid), batches()
         results[level] = measure(call, tables, level, seconds)
         r = results[level]
         print(f"{label:<11} {level:>5} {r['requests']:>9} {r['p50']:>8.2f} {r['p99']:>8.2f} "
-              f"{r['rps']:>8.1f} {load_average():>5}{cores(before, cpu_snapshot(server_pid))}",
-              flush=True)
+              f"{r['rps']:>8.1f} {load_average():>5}{cores(before, cpu_snapshot(server_pid))}"
+              f"{batch_fill(merged, batches())}", flush=True)
     return results
 
 
@@ -300,19 +344,21 @@ def main() -> None:
             shutil.copytree(os.path.join(base, args.model_name), os.path.join(scratch, "swap", args.model_name))
             base = os.path.join(scratch, "swap")
         server_log = args.server_log or os.path.join(scratch, "server.log")
-        process, address = start_server(base, args.model_name, args.server_args, server_log)
+        process, address, rest_address = start_server(base, args.model_name, args.server_args, server_log)
         try:
             wait_for_background_warmup(server_log, served_version(base, args.model_name),
                                        args.background_limit)
             call = grpc_call(address, args.model_name)
+            batches = lambda: batch_totals(rest_address, args.model_name)  # noqa: E731
             rounds = [(local, run_levels("grpc", call, tables, levels, args.seconds,
-                                         server_pid=process.pid), batched)]
+                                         server_pid=process.pid, batches=batches), batched)]
             for _ in range(args.rounds - 1):  # alternate, so the host's drift hits both sides
                 local = run_levels("in-process", in_process_call(signature), tables, levels,
                                    args.seconds, warm=False)
                 batched = in_process_batched(signature, tables, levels[-1], args.seconds)
                 rounds.append((local, run_levels("grpc", call, tables, levels, args.seconds,
-                                                 warm=False, server_pid=process.pid), batched))
+                                                 warm=False, server_pid=process.pid, batches=batches),
+                               batched))
             swap = measure_swap(address, args.model_name, os.path.join(base, args.model_name),
                                 tables, levels[-1], args.seconds, args.swap_tail,
                                 args.background_seconds) if args.swap else None

@@ -34,3 +34,18 @@ def test_the_verdict_follows_the_median_round(capsys):
     out = capsys.readouterr().out
     assert "0.60x in-process batches of 16 (target >= 0.9x): MISSED" in out
     assert "median" not in out
+
+
+def test_each_level_reports_the_batches_the_server_merged():
+    from serving.metrics import Metrics
+
+    metrics = Metrics(["m"])
+    before = serving_load.parse_batch_totals(metrics.exposition().decode(), "m")
+    on_batch = metrics.batch_observer("m", "serving_default")
+    for rows in (8, 8, 5):
+        on_batch(rows, 0.001, 0.02)
+    metrics.batch_observer("m", "generate")(64, 0.0, 1.0)  # another signature: not counted
+    after = serving_load.parse_batch_totals(metrics.exposition().decode(), "m")
+    assert before == (0.0, 0.0) and after == (3.0, 21.0)
+    assert serving_load.batch_fill(before, after) == "  (batches: 3, mean 7.00 rows)"
+    assert serving_load.batch_fill(None, after) == "" and serving_load.batch_fill(after, after) == ""
