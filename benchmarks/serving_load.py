@@ -248,10 +248,12 @@ def cpu_seconds(pid: int) -> Optional[float]:
 def batch_totals(rest_address: Optional[str], name: str) -> Optional[Tuple[float, float]]:
     """(batches, rows) merged so far for `name`'s serving_default, from the server's metrics
     (serving/metrics.py); None without a REST port or with a server that has no metrics."""
+    from serving.defaults import METRICS_PATH
+
     if not rest_address:
         return None
     try:
-        with urllib.request.urlopen(f"http://{rest_address}/monitoring/prometheus/metrics", timeout=5) as reply:
+        with urllib.request.urlopen(f"http://{rest_address}{METRICS_PATH}", timeout=5) as reply:
             text = reply.read().decode()
     except OSError:
         return None
@@ -259,12 +261,13 @@ def batch_totals(rest_address: Optional[str], name: str) -> Optional[Tuple[float
 
 
 def parse_batch_totals(text: str, name: str) -> Tuple[float, float]:
-    totals = {}
-    for kind in ("count", "sum"):
-        found = re.search(rf'^tablegen_serving_batch_size_{kind}\{{model_name="{re.escape(name)}",'
-                          rf'signature_name="serving_default"\}} (\S+)$', text, re.M)
-        totals[kind] = float(found.group(1)) if found else 0.0
-    return totals["count"], totals["sum"]
+    from prometheus_client.parser import text_string_to_metric_families
+
+    labels = {"model_name": name, "signature_name": "serving_default"}
+    totals = {sample.name: sample.value for family in text_string_to_metric_families(text)
+              if family.name == "tablegen_serving_batch_size" for sample in family.samples
+              if sample.labels == labels}
+    return totals.get("tablegen_serving_batch_size_count", 0.0), totals.get("tablegen_serving_batch_size_sum", 0.0)
 
 
 def batch_fill(before: Optional[Tuple[float, float]], after: Optional[Tuple[float, float]]) -> str:

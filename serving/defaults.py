@@ -17,6 +17,10 @@ BATCH_TIMEOUT_MICROS = 10000
 MAX_BATCH_SIZE = 64
 NUM_BATCH_THREADS = 2
 
+# Where the REST port serves Prometheus metrics (serving.metrics): the path TF Serving's
+# monitoring config conventionally names (serving/monitoring.config).
+METRICS_PATH = "/monitoring/prometheus/metrics"
+
 # How often to look for new versions: TF Serving's --file_system_poll_wait_seconds default.
 POLL_SECONDS = 1.0
 

@@ -21,7 +21,8 @@ from concurrent import futures
 from typing import Dict, List, Optional
 
 from serving.defaults import (BATCH_TIMEOUT_MICROS, DEFAULT_RUNTIME, LOADER_NICENESS, MAX_BATCH_SIZE,
-                              NUM_BATCH_THREADS, POLL_SECONDS, RUNTIMES, SETTLE_SECONDS, WARMUP_NICENESS)
+                              METRICS_PATH, NUM_BATCH_THREADS, POLL_SECONDS, RUNTIMES, SETTLE_SECONDS,
+                              WARMUP_NICENESS)
 from serving.limits import add_limit_arguments, limits_from_args
 from serving.tls import add_tls_arguments, tls_from_args
 
@@ -77,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     net.add_argument("--port", type=int, default=8500, help="gRPC port; 0 picks a free one (default: %(default)s)")
     net.add_argument("--rest-port", type=int, default=None,
                      help="REST port (off unless given; 0 picks a free one); it also serves Prometheus "
-                     "metrics at /monitoring/prometheus/metrics")
+                     f"metrics at {METRICS_PATH}")
     load = parser.add_argument_group("load")
     load.add_argument("--max-concurrency", type=int, default=16,
                       help="requests executing at once; more wait, then get RESOURCE_EXHAUSTED "
