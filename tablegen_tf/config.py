@@ -89,6 +89,9 @@ class TrainConfig:
     keep_checkpoints: int = 3
     early_stopping_patience: int = 5  # evaluations without a BLEU gain; 0 = never stop early
     decay_on_plateau: float = 0.5  # lr *= factor after an evaluation without a gain; 0 = off
+    # lr *= decay_on_plateau after each of these steps, validation or not: a refit on all the
+    # training data replays the schedule a validated run took (its plateaus) without validating
+    decay_at_steps: List[int] = dataclasses.field(default_factory=list)
     log_every_steps: int = 20  # TensorBoard scalars and progress
     strategy: str = "default"  # default | mirrored | multi_worker_mirrored (tf.distribute)
 

@@ -1,5 +1,6 @@
 """Trainer: resume after interruption, best-model export, strategies (tiny sizes)."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -64,6 +65,23 @@ def test_load_trained_restores_the_best_weights(data_dir, tmp_path):
     trainer.train(progress=False)
     path = load_trained(out).checkpoint
     assert path.endswith(f"ckpt-{int(trainer.best_step.numpy())}")
+
+
+def test_a_refit_replays_a_schedule_without_validation(data_dir, tmp_path):
+    # A refit on all the data has no validation split: the learning rate still halves after
+    # each step in train.decay_at_steps (once, also across a resume), and best/ is the last step.
+    from tablegen_tf.training.trainer import Trainer, load_trained
+
+    out = str(tmp_path / "run")
+    config = tiny_config(data_dir, max_steps=3, decay_at_steps=[2, 3])
+    config = config.replace(data=dataclasses.replace(config.data, valid=""))
+    first = Trainer(config, out)
+    first.train(progress=False)
+    assert first._learning_rate() == pytest.approx(0.001 * 0.25)
+    again = Trainer(config.replace(train=dataclasses.replace(config.train, max_steps=5)), out)
+    again.train(progress=False)
+    assert again._learning_rate() == pytest.approx(0.001 * 0.25)
+    assert load_trained(out).checkpoint.endswith("ckpt-5")
 
 
 def test_train_step_under_two_replica_mirrored_strategy(data_dir, tmp_path):

@@ -408,6 +408,7 @@ class Trainer:
         max_seconds = cfg.max_minutes * 60 or None
         eval_every, save_every = cfg.eval_every_steps, cfg.checkpoint_every_steps
         patience, log_every = cfg.early_stopping_patience, cfg.log_every_steps
+        decay_at = set(cfg.decay_at_steps)
         valid = self.config.data.valid
         references = read_references(self.featurizer, valid) if valid else None
 
@@ -433,6 +434,8 @@ class Trainer:
             window_tokens += int(tokens)
             examples_seen += int(example_ids.shape[0])
             step += 1
+            if step in decay_at:
+                self._decay_learning_rate()
             if step % log_every == 0:
                 self._log_examples(step, example_ids)
                 elapsed = time.time() - window_start
