@@ -74,8 +74,8 @@ def test_cli_wiring():
 
 
 def test_monitoring_config_turns_on_prometheus_at_our_metrics_path():
-    from serving import metrics
+    from serving.defaults import METRICS_PATH
 
     text = read("monitoring.config")
     assert re.search(r"prometheus_config\s*\{[^}]*enable:\s*true", text)
-    assert re.search(r'path:\s*"([^"]+)"', text).group(1) == metrics.PATH
+    assert re.search(r'path:\s*"([^"]+)"', text).group(1) == METRICS_PATH

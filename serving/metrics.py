@@ -26,9 +26,6 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from serving.defaults import METRICS_PATH
-
-PATH = METRICS_PATH
 CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
 LATENCY_BUCKETS_MICROS = tuple(10 * 1.8 ** k for k in range(33))  # TF Serving's request_latency
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)

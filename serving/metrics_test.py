@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from serving import metrics, testing
+from serving.defaults import METRICS_PATH
 from serving.errors import invalid
 from serving.metrics import Metrics
 from serving.testing import MODEL
@@ -74,7 +75,7 @@ def test_a_served_scrape_counts_grpc_and_rest_requests_and_merged_batches(runnin
     body = json.dumps({"instances": testing.sample_tables(1)}).encode()
     with urllib.request.urlopen(urllib.request.Request(f"{url}/v1/models/{MODEL}:predict", body), timeout=10):
         pass
-    with urllib.request.urlopen(f"{url}{metrics.PATH}", timeout=10) as response:
+    with urllib.request.urlopen(f"{url}{METRICS_PATH}", timeout=10) as response:
         assert response.headers["Content-Type"].startswith("text/plain")
         found = samples(response.read())
     count = ":tensorflow:serving:request_count"

@@ -43,6 +43,7 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, model_pb2
 
 from serving import grpc_api, metrics
+from serving.defaults import METRICS_PATH
 from serving.errors import ServingError, as_serving_error, invalid, not_found, too_large
 from serving.limits import check_json_depth, flag, gunzip
 from serving.predictor import Predictor
@@ -105,7 +106,7 @@ class RestHandler(BaseHTTPRequestHandler):
             self._static(path)
         elif path.rstrip("/") == MODELS_PATH:
             self._respond(lambda route: self._models(), route_required=False)
-        elif path == metrics.PATH:
+        elif path == METRICS_PATH:
             self._send(200, metrics.CONTENT_TYPE, self.server.predictor.metrics.exposition())
         else:
             self._respond(lambda route: self._get(route))
