@@ -297,9 +297,9 @@ def _run_train(args, _extra) -> int:
         json.dump(result.__dict__, handle, indent=2)
     print(f"trained {result.steps:,} steps in {format_duration(result.seconds)} (stopped: {result.stopped_because}), "
           f"{format_rate(result.tokens_per_second)} tok/s")
-    if result.best_step:
+    if config.data.valid:
         print(f"best model: {args.out}/best (valid BLEU {result.best_bleu:.2f} at step {result.best_step:,})")
-    else:  # no validation split: best/ holds the last step
+    else:  # best/ holds the last step
         print(f"model: {args.out}/best (the last step, {result.steps:,}; no validation split)")
     print(f"next: tablegen evaluate --model {args.out} --format FORMAT --input DEV; "
           f"tensorboard --logdir {args.out}/logs")
