@@ -4,7 +4,9 @@ Paired bootstrap resampling (Koehn 2004, as ``sacrebleu --paired-bs`` runs it) o
 distinct inputs of a split, with tablegen's BLEU (``tablegen_tf.metrics.text_metrics``:
 sacrebleu, 13a, lowercased, every reference of an input). The first system is the
 baseline; each other is compared with it: its BLEU, the mean and 95 % interval of its
-resampled BLEU, and the p-value of "no better than the baseline". Hypothesis files hold one
+resampled BLEU, and sacrebleu's p-value that the difference is chance (two-sided: a low p
+with a lower BLEU means significantly worse; the verdict column reads "better" only for a
+higher BLEU at p below the threshold). Hypothesis files hold one
 line per distinct input in input order: what `tablegen evaluate --output` writes for the
 same --format / --input / --split / --selection-fraction.
 
@@ -86,7 +88,7 @@ def main() -> None:
         systems.append((path, lines))
     print(f"{len(refs)} inputs, {args.samples} paired bootstrap resamples, baseline {systems[0][0]}\n")
     threshold = args.alpha / (len(systems) - 1)
-    print(f"| system | BLEU | resampled mean (95 % interval) | p (no better than the baseline) | "
+    print(f"| system | BLEU | resampled mean (95 % interval) | p (the difference is chance) | "
           f"p < {threshold:.4g} (alpha {args.alpha} / {len(systems) - 1}) |")
     print("|---|---|---|---|---|")
     results = compare(systems, refs, args.samples, args.seed)
