@@ -70,9 +70,9 @@ _DETOKENIZE_REPLACEMENTS = (
     (r"-lcb-", "{"),
     (r"-rcb-", "}"),
     (r"``|''", '"'),
-    # no space before closing punctuation and clitics
-    (r" ([.,;:!?%)\]}]|'s|'re|'ve|'ll|'d|'m|n't)(\s|$)", r"\1\2"),
-    (r" ([.,;:!?%)\]}]|'s|'re|'ve|'ll|'d|'m|n't)(\s|$)", r"\1\2"),
+    # no space before closing punctuation and clitics ("'t": E2E's files split "isn 't")
+    (r" ([.,;:!?%)\]}]|'s|'re|'ve|'ll|'d|'m|n't|'t)(\s|$)", r"\1\2"),
+    (r" ([.,;:!?%)\]}]|'s|'re|'ve|'ll|'d|'m|n't|'t)(\s|$)", r"\1\2"),
     # no space after opening brackets and currency signs
     (r"([(\[{$£€#]) ", r"\1"),
     # hyphens that pre-tokenized corpora split off ("family - friendly", "20 - 25")

@@ -54,6 +54,10 @@ def test_detokenize_rejoins_split_hyphens():
     ]
 
 
+def test_detokenize_rejoins_the_e2e_files_split_negations():
+    assert detokenize_batch([["It", "isn", "'t", "cheap", "and", "it", "'s", "near", "."]]) == ["It isn't cheap and it's near."]
+
+
 def test_runs_inside_a_graph_with_unknown_batch():
     tokenizer = Tokenizer()
     fn = tf.function(tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])

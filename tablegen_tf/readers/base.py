@@ -44,6 +44,9 @@ class RawTable:
     group_key: Optional[str] = None
     rows: int = 1  # input rows this table stands for (for the read/written/rejected balance)
     with_content_plan: bool = False
+    # texts are pre-tokenized ("family - friendly", "£ 20 - 25"): trained on as they are, but
+    # scored as references detokenized, the form our generated text takes (and raw references have)
+    pretokenized: bool = False
 
     def serving_input(self) -> str:
         """The JSONL table form the SavedModel's ``tables`` input takes."""

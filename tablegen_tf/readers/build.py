@@ -3,11 +3,11 @@ alignment, content plan); RawText -> TextExample (source and target tokens, labe
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from tablegen_tf import schema
 from tablegen_tf.readers.base import Raw, RawTable, RawText, Rejection
-from tablegen_tf.tokenizer import TokenizerConfig, tokenize_batch
+from tablegen_tf.tokenizer import TokenizerConfig, detokenize_batch, tokenize_batch
 
 
 def _strings(raw: Raw) -> List[str]:
@@ -24,10 +24,14 @@ def build_examples(
     # One tokenizer call for every string of the batch: TF op overhead is per call.
     strings = [s for raw in raws for s in _strings(raw)]
     tokens = iter(tokenize_batch(strings, tokenizer_config))
+    pieces_of = [[next(tokens) for _ in _strings(raw)] for raw in raws]
+    readable = _readable_references(raws, pieces_of, tokenizer_config)
     built, rejected = [], []
-    for raw in raws:
-        pieces = [next(tokens) for _ in _strings(raw)]
-        example = _text_example(raw, pieces) if isinstance(raw, RawText) else _table_example(raw, pieces)
+    for raw, pieces in zip(raws, pieces_of):
+        if isinstance(raw, RawText):
+            example = _text_example(raw, pieces)
+        else:
+            example = _table_example(raw, pieces, readable.get(id(raw)))
         reason = schema.validate(example, needs_text)
         if reason:
             rejected.append(_rejection(raw, reason))
@@ -36,10 +40,24 @@ def build_examples(
     return built, rejected
 
 
-def _references(raw: Raw, text_tokens) -> dict:
+def _readable_references(raws: Sequence[Raw], pieces_of, tokenizer_config: TokenizerConfig) -> dict:
+    """id(raw) -> its texts detokenized, for pre-tokenized tables (one detokenizer call).
+    Generated text is detokenized, so a pre-tokenized reference would lose n-grams such as
+    "family-friendly" against "family - friendly" (2.2 BLEU on E2E's selection split)."""
+    owners, token_lists = [], []
+    for raw, pieces in zip(raws, pieces_of):
+        if isinstance(raw, RawTable) and raw.pretokenized:
+            texts = pieces[len(raw.items):]
+            owners.append((id(raw), len(texts)))
+            token_lists.extend(texts)
+    texts = iter(detokenize_batch(token_lists, tokenizer_config))
+    return {owner: [next(texts) for _ in range(count)] for owner, count in owners}
+
+
+def _references(raw: Raw, text_tokens, references: Optional[List[str]] = None) -> dict:
     return {
         "target_tokens": text_tokens[0] if text_tokens else [],
-        "references": list(raw.texts),
+        "references": list(raw.texts) if references is None else references,
         "reference_tokens": [" ".join(t) for t in text_tokens],
     }
 
@@ -53,9 +71,10 @@ def _text_example(raw: RawText, pieces) -> schema.TextExample:
                               source_tokens=source_tokens, labels=labels, **_references(raw, text_tokens))
 
 
-def _table_example(table: RawTable, pieces) -> schema.TableExample:
+def _table_example(table: RawTable, pieces, references: Optional[List[str]] = None) -> schema.TableExample:
     value_tokens, text_tokens = pieces[: len(table.items)], pieces[len(table.items):]
-    example = schema.TableExample(example_id=table.example_id, source=table.source, **_references(table, text_tokens))
+    example = schema.TableExample(example_id=table.example_id, source=table.source,
+                                  **_references(table, text_tokens, references))
     for item, tokens in zip(table.items, value_tokens):
         example.add_field(item.field, tokens, item.entity, item.group)
     target = example.target_tokens

@@ -148,6 +148,7 @@ class E2EAlignedReader(FormatReader):
             items=items,
             texts=[text.strip()],
             group_key=mr_key(items),
+            pretokenized=True,
         )
 
 

@@ -70,6 +70,24 @@ def test_csv_fixture():
     assert _partition(out) == [[0, 1, 2, 3, 4, 5], [6], [7, 8, 9, 10]]
 
 
+def test_aligned_references_are_scored_as_the_raw_csv_writes_them():
+    """The aligned files are pre-tokenized ("family - friendly", "£ 20 - 25"); generated text is
+    detokenized, so the references are too: the same MRs' references equal the official CSV's
+    (up to its whitespace), while training keeps the aligned tokens."""
+    from tablegen_tf.readers.build import build_examples
+    from tablegen_tf.tokenizer import TokenizerConfig
+
+    aligned = _read(E2EAlignedReader(), FIXTURE / "aligned")
+    csv_rows = _read(E2ECsvReader(), FIXTURE / "devset.csv")
+    built_aligned = [example for example, _ in build_examples(aligned, TokenizerConfig())[0]]
+    built_csv = [example for example, _ in build_examples(csv_rows, TokenizerConfig())[0]]
+    assert all(a.pretokenized for a in aligned) and not any(c.pretokenized for c in csv_rows)
+    assert [" ".join(a.references[0].split()) for a in built_aligned] == [
+        " ".join(c.references[0].split()) for c in built_csv]
+    assert built_aligned[0].target_tokens[-4:] == ["family", "-", "friendly", "."]  # trained on as written
+    assert built_csv[0].references == csv_rows[0].texts  # raw references stay as they are
+
+
 def test_aligned_and_csv_field_names_agree_on_the_same_mrs():
     aligned = _read(E2EAlignedReader(), FIXTURE / "aligned")
     csv_rows = _read(E2ECsvReader(), FIXTURE)  # directory -> devset.csv
