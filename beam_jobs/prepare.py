@@ -169,8 +169,10 @@ def _source_order(source: str):
 class BuildExamples(beam.DoFn):
     """Tokenizes a batch of raw tables with the one TF tokenizer and builds examples."""
 
-    def __init__(self, lowercase: bool, counts_dir: Optional[str] = None, counter_prefix: str = ""):
+    def __init__(self, lowercase: bool, counts_dir: Optional[str] = None, counter_prefix: str = "",
+                 readable_references: bool = True):
         self._lowercase = lowercase
+        self._readable_references = readable_references  # build_examples: False on training splits
         self._counts_dir = counts_dir
         self._written = Metrics.counter(NAMESPACE, counter_prefix + "examples_written")
         self._rows_written = Metrics.counter(NAMESPACE, counter_prefix + "rows_written")
@@ -188,7 +190,8 @@ class BuildExamples(beam.DoFn):
     def process(self, tables: Sequence[Raw]):
         from tablegen_tf.readers.build import build_examples
 
-        examples, rejections = build_examples(tables, self._tokenizer_config)
+        examples, rejections = build_examples(tables, self._tokenizer_config,
+                                              readable_references=self._readable_references)
         summary = summaries.summarize(examples)
         for rejection in rejections:
             yield beam.pvalue.TaggedOutput("rejected", rejection)
@@ -244,7 +247,8 @@ def _build_and_write(label: str, tables, config: PrepareConfig, counts_dir: Opti
     built = (
         tables
         | f"{label}Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=config.batch_size)
-        | f"{label}Build" >> beam.ParDo(BuildExamples(config.lowercase, counts_dir, f"{label.lower()}_" if label else "")).with_outputs(
+        | f"{label}Build" >> beam.ParDo(BuildExamples(config.lowercase, counts_dir, f"{label.lower()}_" if label else "",
+                                                      readable_references=config.split != "train")).with_outputs(
             "rejected", "summaries", main="examples"
         )
     )

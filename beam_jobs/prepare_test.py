@@ -158,6 +158,30 @@ def test_selection_split_takes_whole_mrs_out_of_train(tmp_path):
     assert sorted(len(r.texts) for r in raws) == sorted(len(e.references) for e in selection)
 
 
+def test_pre_tokenized_references_are_readable_on_the_selection_split_as_written_on_train(tmp_path):
+    """The aligned files write "family - friendly": the carved selection split (scored) stores
+    the references detokenized, as `tablegen evaluate` reads them; train (never scored) keeps
+    the corpus's text, so its records, hence the training order, do not change."""
+    from tablegen_tf.inference import build, read_inputs
+    from tablegen_tf.tokenizer import TokenizerConfig
+
+    source = tmp_path / "aligned"  # the fixture's rows as a train split
+    source.mkdir()
+    for name in ("src_valid.txt", "valid.txt"):
+        shutil.copy(os.path.join(FIXTURES, "e2e", "aligned", name), source / name.replace("valid", "train"))
+    source = str(source)
+    # 0.7: the Cocum MR (hash share 0.63) is carved out, the two Alimentum MRs (0.79) stay
+    config = dataclasses.replace(_config("e2e-aligned", source, tmp_path / "train", "train"), selection_fraction=0.7)
+    prepare.run(config, IN_PROCESS)
+    train, selection = _read_examples(tmp_path / "train"), _read_examples(tmp_path / "selection")
+    assert train and selection
+    assert any(" - " in ref for e in train for ref in e.references)  # as the corpus writes it
+    assert not any(" - " in ref or " ," in ref for e in selection for ref in e.references)
+    raws, _ = read_inputs("e2e-aligned", source, "train", selection_fraction=0.7)
+    evaluated = build(raws, TokenizerConfig(), needs_text=True)[0]
+    assert sorted(map(sorted, (e.references for e in evaluated))) == sorted(map(sorted, (e.references for e in selection)))
+
+
 def test_clean_slots_rewrites_train_tables_and_counts_them(tmp_path):
     """The job's tables are clean_tables' tables: fields per example follow the cleaning."""
     from tablegen_tf.inference import read_inputs

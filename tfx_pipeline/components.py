@@ -123,7 +123,8 @@ def _TablesToExamples(pipeline: beam.Pipeline, exec_properties: Dict[str, Any], 
     built = (
         tables
         | "Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=256)
-        | "Build" >> beam.ParDo(BuildExamples(bool(config.get("lowercase")))).with_outputs(
+        | "Build" >> beam.ParDo(BuildExamples(bool(config.get("lowercase")),
+                                              readable_references=bool(split["merge"]))).with_outputs(
             "rejected", "summaries", main="examples"
         )
     )

@@ -17,15 +17,20 @@ def _strings(raw: Raw) -> List[str]:
 
 
 def build_examples(
-    raws: Sequence[Raw], tokenizer_config: TokenizerConfig, needs_text: bool = True
+    raws: Sequence[Raw], tokenizer_config: TokenizerConfig, needs_text: bool = True,
+    readable_references: bool = True,
 ) -> Tuple[List[Tuple[object, Raw]], List[Rejection]]:
     """(example, raw) pairs and rejections; ``needs_text=False`` keeps rows without a
-    reference (generating from users' own inputs)."""
+    reference (generating from users' own inputs). ``readable_references``: pre-tokenized
+    texts are stored as references detokenized, as they are scored; False for training
+    splits, whose references nothing scores: their records keep the corpus's text, because
+    the training order is a hash of the records' content (input_pipeline._canonical_key)
+    and other bytes would re-draw every model trained on them."""
     # One tokenizer call for every string of the batch: TF op overhead is per call.
     strings = [s for raw in raws for s in _strings(raw)]
     tokens = iter(tokenize_batch(strings, tokenizer_config))
     pieces_of = [[next(tokens) for _ in _strings(raw)] for raw in raws]
-    readable = _readable_references(raws, pieces_of, tokenizer_config)
+    readable = _readable_references(raws, pieces_of, tokenizer_config) if readable_references else {}
     built, rejected = [], []
     for raw, pieces in zip(raws, pieces_of):
         if isinstance(raw, RawText):
