@@ -169,7 +169,8 @@ class RotoWireReader(FormatReader):
             content = json.dumps(game, ensure_ascii=False)[:500]
             return Rejection(unit, number, f"game {number}: {error}", content)
         example_id = f"rotowire:{split}:{stem}:{number}"
-        return RawTable(example_id, f"{unit}:{number}", items, [text], with_content_plan=True)
+        # summaries are token lists ("( 46 - 12 )"): scored detokenized, as generated text is
+        return RawTable(example_id, f"{unit}:{number}", items, [text], with_content_plan=True, pretokenized=True)
 
 
 SENTENCE_FILES = ("x_type", "x_value", "x_associated", "y_aux")
@@ -238,4 +239,5 @@ class RotoWireSentencesReader(FormatReader):
             return Rejection(unit, number, f"token counts differ: {counts}", content)
         items = [RawItem(t, v, e) for t, v, e in zip(types, values, entities)]
         example_id = f"rotowire-sentences:{split}:{number}"
-        return RawTable(example_id, f"{unit}:{number}", items, [text], with_content_plan=True)
+        # y_aux is tokenized ("122 - 95 ,"): scored detokenized, as generated text is
+        return RawTable(example_id, f"{unit}:{number}", items, [text], with_content_plan=True, pretokenized=True)

@@ -181,3 +181,26 @@ def test_real_sentence_counts():
     assert len(train) == 31751 and all(isinstance(t, RawTable) for t in train)
     valid = read_all(RotoWireSentencesReader(), SHARED / "sentences" / "valid", "valid")
     assert len(valid) == 6833
+
+
+# 13a re-splits "(46-12)" as written ("( 46 - 12 )"), not "three-point" ("three - point")
+@pytest.mark.parametrize("reader, path, tokenized_bleu_below", [
+    (RotoWireReader(), FIXTURES / "games.json", 100.1),
+    (RotoWireSentencesReader(), FIXTURES / "sentences", 99.0)])
+def test_references_are_scored_detokenized_as_generated_text_is(reader, path, tokenized_bleu_below):
+    """Summaries and y_aux are tokenized ("( 46 - 12 )", "three - point"); generated text is
+    detokenized, so scored splits store the references detokenized (training keeps the
+    corpus's tokens): a perfect output scores 100 BLEU."""
+    from tablegen_tf.metrics.text_metrics import bleu_metric
+    from tablegen_tf.readers.build import build_examples
+    from tablegen_tf.tokenizer import TokenizerConfig, detokenize_batch
+
+    tables = read_all(reader, path)
+    assert all(t.pretokenized for t in tables)
+    scored = [e for e, _ in build_examples(tables, TokenizerConfig())[0]]
+    trained = [e for e, _ in build_examples(tables, TokenizerConfig(), readable_references=False)[0]]
+    assert [e.references for e in trained] == [t.texts for t in tables]
+    assert all(a.target_tokens == b.target_tokens for a, b in zip(scored, trained))
+    generated = detokenize_batch([e.target_tokens for e in scored])
+    assert bleu_metric(True).corpus_score(generated, [[e.references[0] for e in scored]]).score == pytest.approx(100.0)
+    assert bleu_metric(True).corpus_score(generated, [[e.references[0] for e in trained]]).score < tokenized_bleu_below

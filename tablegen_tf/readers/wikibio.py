@@ -266,4 +266,5 @@ def _article(index: int, raw: bytes, count: int, sentences: _Sentences, paths: _
         source=f"{paths.box}:{index + 1}",
         items=items,
         texts=[text],
+        pretokenized=True,  # "-lrb- born 1950 -rrb-": scored detokenized, as generated text is
     )
