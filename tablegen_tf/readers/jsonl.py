@@ -2,12 +2,13 @@
 
     {"table": [{"field": "name", "value": "Aromi", "entity": "", "group": ""}, ...],
      "text": "Aromi is a pub." | ["reference 1", "reference 2"],
-     "id": "optional-id"}
+     "id": "optional-id", "pretokenized": false}
 
 ``value`` may be a string or a number (numbers are str()-ed); ``entity`` and
 ``group`` are optional. Items whose value is empty are dropped (like WikiBio's
 ``<none>``). Several texts are references of one example. Blank lines are
-skipped and are not rows.
+skipped and are not rows. ``"pretokenized": true`` marks texts written as tokens
+("family - friendly ,"): trained on as written, scored detokenized, as generated text is.
 """
 
 from __future__ import annotations
@@ -120,11 +121,15 @@ def _row(raw: bytes, line: int, path: str, default_id: str) -> Parsed:
     example_id = default_id if example_id is None else example_id
     if not error and (type(example_id) not in (str, int) or example_id == ""):  # bool is no id
         error = "'id' must be a non-empty string or an integer"
+    pretokenized = entry.get("pretokenized", False) if isinstance(entry, dict) else False
+    if not error and not isinstance(pretokenized, bool):
+        error = f"'pretokenized' must be true or false, got a JSON {type(pretokenized).__name__}"
     if not error and not _encodable(items, texts, str(example_id)):
         error = "a string holds a lone surrogate (\\ud800-\\udfff escape): not valid Unicode"
     if error:
         return Rejection(path, line, error, content)
-    return RawTable(example_id=str(example_id), source=f"{path}:{line}", items=items, texts=texts)
+    return RawTable(example_id=str(example_id), source=f"{path}:{line}", items=items, texts=texts,
+                    pretokenized=pretokenized)
 
 
 def _not_json(constant: str):

@@ -52,6 +52,8 @@ BAD_LINES = [
     ('{"table": [{"field": "a", "value": "x"}], "text": []}', "'text' must be a non-empty string or a non-empty list"),
     ('{"table": [{"field": "a", "value": "x"}], "text": "t", "id": [1]}', "'id' must be a non-empty string or an integer"),
     ('{"table": [{"field": "a", "value": "x\\ud800"}], "text": "t"}', "lone surrogate"),
+    ('{"table": [{"field": "a", "value": "x"}], "text": "t", "pretokenized": "yes"}',
+     "'pretokenized' must be true or false, got a JSON str"),
 ]
 
 
@@ -97,3 +99,18 @@ def test_tables_without_text_are_read_for_generation_and_rejected_for_training(t
     assert len(built) == 1 and not rejected
     built, rejected = build_examples([table], TokenizerConfig(), needs_text=True)
     assert not built and "missing text" in rejected[0].reason
+
+
+def test_pretokenized_texts_are_trained_as_written_and_scored_detokenized(tmp_path):
+    from tablegen_tf.readers.build import build_examples
+    from tablegen_tf.tokenizer import TokenizerConfig
+
+    entry = {"table": [{"field": "name", "value": "Aromi"}], "text": "Aromi is family - friendly ."}
+    path = tmp_path / "valid.jsonl"
+    path.write_text(json.dumps({**entry, "pretokenized": True}) + "\n" + json.dumps(entry) + "\n")
+    tokenized, plain = _read(path, "valid")
+    assert tokenized.pretokenized and not plain.pretokenized
+    (scored, _), (as_given, _) = build_examples([tokenized, plain], TokenizerConfig())[0]
+    assert scored.references == ["Aromi is family-friendly."]
+    assert as_given.references == ["Aromi is family - friendly ."]
+    assert scored.target_tokens == as_given.target_tokens
