@@ -121,7 +121,8 @@ def _row(raw: bytes, line: int, path: str, default_id: str) -> Parsed:
     example_id = default_id if example_id is None else example_id
     if not error and (type(example_id) not in (str, int) or example_id == ""):  # bool is no id
         error = "'id' must be a non-empty string or an integer"
-    pretokenized = entry.get("pretokenized", False) if isinstance(entry, dict) else False
+    pretokenized = entry.get("pretokenized") if isinstance(entry, dict) else None
+    pretokenized = False if pretokenized is None else pretokenized  # missing or null: false
     if not error and not isinstance(pretokenized, bool):
         error = f"'pretokenized' must be true or false, got a JSON {type(pretokenized).__name__}"
     if not error and not _encodable(items, texts, str(example_id)):

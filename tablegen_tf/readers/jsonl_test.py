@@ -54,6 +54,8 @@ BAD_LINES = [
     ('{"table": [{"field": "a", "value": "x\\ud800"}], "text": "t"}', "lone surrogate"),
     ('{"table": [{"field": "a", "value": "x"}], "text": "t", "pretokenized": "yes"}',
      "'pretokenized' must be true or false, got a JSON str"),
+    ('{"table": [{"field": "a", "value": "x"}], "text": "t", "pretokenized": 0}',
+     "'pretokenized' must be true or false, got a JSON int"),
 ]
 
 
