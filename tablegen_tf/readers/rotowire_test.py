@@ -183,11 +183,12 @@ def test_real_sentence_counts():
     assert len(valid) == 6833
 
 
-# 13a re-splits "(46-12)" as written ("( 46 - 12 )"), not "three-point" ("three - point")
-@pytest.mark.parametrize("reader, path, tokenized_bleu_below", [
-    (RotoWireReader(), FIXTURES / "games.json", 100.1),
-    (RotoWireSentencesReader(), FIXTURES / "sentences", 99.0)])
-def test_references_are_scored_detokenized_as_generated_text_is(reader, path, tokenized_bleu_below):
+# 13a re-splits "(46-12)" as written ("( 46 - 12 )"), not "three-point" ("three - point"):
+# only the sentences fixture has such a hyphen, so only there do tokenized references cost BLEU
+@pytest.mark.parametrize("reader, path, tokenized_costs_bleu", [
+    (RotoWireReader(), FIXTURES / "games.json", False),
+    (RotoWireSentencesReader(), FIXTURES / "sentences", True)])
+def test_references_are_scored_detokenized_as_generated_text_is(reader, path, tokenized_costs_bleu):
     """Summaries and y_aux are tokenized ("( 46 - 12 )", "three - point"); generated text is
     detokenized, so scored splits store the references detokenized (training keeps the
     corpus's tokens): a perfect output scores 100 BLEU."""
@@ -203,4 +204,5 @@ def test_references_are_scored_detokenized_as_generated_text_is(reader, path, to
     assert all(a.target_tokens == b.target_tokens for a, b in zip(scored, trained))
     generated = detokenize_batch([e.target_tokens for e in scored])
     assert bleu_metric(True).corpus_score(generated, [[e.references[0] for e in scored]]).score == pytest.approx(100.0)
-    assert bleu_metric(True).corpus_score(generated, [[e.references[0] for e in trained]]).score < tokenized_bleu_below
+    tokenized_bleu = bleu_metric(True).corpus_score(generated, [[e.references[0] for e in trained]]).score
+    assert tokenized_bleu < 99.0 if tokenized_costs_bleu else tokenized_bleu == pytest.approx(100.0)
