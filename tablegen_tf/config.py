@@ -46,6 +46,11 @@ class OptimizerConfig:
     clipnorm: float = 5.0  # global norm clipping of the aggregated gradient
     clipvalue: float = 0.0  # element-wise clipping instead of clipnorm when > 0
     rho: float = 0.9  # rmsprop: moving-average decay of squared gradients
+    # constant | cosine | linear: anneal learning_rate to final_lr_fraction x it over
+    # train.max_steps (tablegen_tf.training.lr_schedule); decay on plateau scales the curve
+    schedule: str = "constant"
+    warmup_steps: int = 0  # linear ramp from learning_rate / warmup_steps, any schedule
+    final_lr_fraction: float = 0.0
 
 
 @dataclasses.dataclass

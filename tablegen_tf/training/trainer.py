@@ -29,6 +29,7 @@ from tablegen_tf.data import input_pipeline as ip
 from tablegen_tf.generation import generate_text
 from tablegen_tf.models import get_family
 from tablegen_tf.progress import Progress
+from tablegen_tf.training.lr_schedule import check_schedule, is_scheduled, schedule_factor
 
 _log = logging.getLogger(__name__)
 
@@ -189,6 +190,9 @@ class Trainer:
         self.output_dir = output_dir
         self._say: Callable[[str], None] = _log.info  # train() shows these on its progress line
         self.train_config = config.train
+        check_schedule(self.train_config.optimizer, self.train_config.max_steps)
+        self.scheduled = is_scheduled(self.train_config.optimizer)
+        self.schedule_steps = self.train_config.max_steps  # the budget the curve spans
         self.decode_config = config.decode
         self.vocabs = load_vocabularies(config)
         self.featurizer = self.family.featurizer(self.vocabs, config)
@@ -205,10 +209,14 @@ class Trainer:
             # early-stopping counter and the step last validated: resumed, not recounted
             self.since_best = tf.Variable(0, dtype=tf.int64, trainable=False, name="since_best")
             self.validated_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="validated_step")
+            # With a schedule, decay on plateau scales the curve: the product of its factors
+            # (checkpointed only then, so constant-rate runs resume from older checkpoints).
+            self.lr_scale = tf.Variable(1.0, dtype=tf.float32, trainable=False, name="learning_rate_scale")
             self._build_variables()
         checkpoint = variables_checkpoint(
             self.model, self.optimizer, step=self.step, best_bleu=self.best_bleu, best_step=self.best_step,
             since_best=self.since_best, validated_step=self.validated_step,
+            **({"learning_rate_scale": self.lr_scale} if self.scheduled else {}),
         )
         self.manager = tf.train.CheckpointManager(
             checkpoint, os.path.join(output_dir, CHECKPOINTS),
@@ -425,6 +433,8 @@ class Trainer:
             if max_seconds and self._all_workers_agree(time.time() - start >= max_seconds):
                 stopped = "max_minutes"
                 break
+            if self.scheduled:
+                self._set_scheduled_learning_rate(step)
             # tf.summary calls inside a family's loss go to logs/train every log_every steps
             with self.writers["train"].as_default(step=self.step), tf.summary.record_if(
                     lambda: tf.equal((self.step + 1) % log_every, 0)):
@@ -493,7 +503,16 @@ class Trainer:
         """OpenNMT-style decay on plateau: no BLEU gain at an evaluation -> lr *= factor."""
         factor = self.train_config.decay_on_plateau
         if 0 < factor < 1:
-            self.optimizer.learning_rate.assign(self._learning_rate() * factor)
+            if self.scheduled:
+                self.lr_scale.assign(self.lr_scale * factor)
+            else:
+                self.optimizer.learning_rate.assign(self._learning_rate() * factor)
+
+    def _set_scheduled_learning_rate(self, step: int) -> None:
+        """The rate for the update at ``step``: a function of the step, so a resume replays it."""
+        config = self.train_config.optimizer
+        factor = schedule_factor(config, step, self.schedule_steps)
+        self.optimizer.learning_rate.assign(config.learning_rate * factor * float(self.lr_scale.numpy()))
 
     def _log_attention(self, step: int, tables: int = 3) -> None:
         """Copy-attention heatmaps (target steps x records) for a few validation tables."""
