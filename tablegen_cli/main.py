@@ -275,10 +275,10 @@ def _run_train(args, _extra) -> int:
 
     try:
         config = training_config(args)
+        trainer = Trainer(config, args.out)  # checks what needs the run: strategy, example form
     except ConfigError as error:
         print(f"tablegen train: error: {error}", file=sys.stderr)
         return 2
-    trainer = Trainer(config, args.out)
     try:
         result = trainer.train(warm_start_from=args.warm_start_from, progress=not args.no_progress)
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:

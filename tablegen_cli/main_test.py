@@ -25,6 +25,18 @@ def test_cli_exit_codes(tmp_path, capsys):
 
 
 
+@pytest.mark.parametrize("override, message", [
+    ("train.optimizer.schedule=cosine", "train.optimizer.schedule: 'cosine' anneals over the step budget: set train.max_steps"),
+    ("train.strategy=foo", "train.strategy: unknown strategy 'foo'"),  # raised by the trainer
+])
+def test_a_training_setting_that_cannot_run_is_a_usage_error_not_a_traceback(tmp_path, capsys, override, message):
+    code = main(["train", "--config", "e2e", "--train", str(tmp_path / "train"), "--out", str(tmp_path / "run"),
+                 "--set", override, "--set", "train.max_steps=0"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"tablegen train: error: {message}" in err and "Traceback" not in err
+
+
 def test_a_pragmatic_alpha_outside_0_1_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["evaluate", "--model", "run", "--format", "e2e", "--input", "dev.csv", "--pragmatic-alpha", "1.5"])

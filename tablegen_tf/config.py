@@ -39,6 +39,9 @@ class ConfigError(ValueError):
 # ----------------------------------------------------------------- sections
 
 
+LR_SCHEDULES = ("constant", "cosine", "linear")  # tablegen_tf.training.lr_schedule
+
+
 @dataclasses.dataclass
 class OptimizerConfig:
     name: str = "adam"  # adam | rmsprop | sgd
@@ -51,6 +54,20 @@ class OptimizerConfig:
     schedule: str = "constant"
     warmup_steps: int = 0  # linear ramp from learning_rate / warmup_steps, any schedule
     final_lr_fraction: float = 0.0
+
+
+def check_schedule(config: OptimizerConfig, max_steps: int) -> None:
+    """A clear error for a learning-rate schedule the step budget cannot define."""
+    if config.schedule not in LR_SCHEDULES:
+        raise ConfigError(f"train.optimizer.schedule: unknown schedule {config.schedule!r}: one of "
+                          f"{', '.join(LR_SCHEDULES)}")
+    if config.schedule != "constant" and max_steps <= 0:
+        raise ConfigError(f"train.optimizer.schedule: {config.schedule!r} anneals over the step budget: "
+                          "set train.max_steps (or --max-steps)")
+    if config.warmup_steps < 0:
+        raise ConfigError(f"train.optimizer.warmup_steps must be >= 0, got {config.warmup_steps}")
+    if not 0.0 <= config.final_lr_fraction <= 1.0:
+        raise ConfigError(f"train.optimizer.final_lr_fraction must be between 0 and 1, got {config.final_lr_fraction}")
 
 
 @dataclasses.dataclass
@@ -99,6 +116,9 @@ class TrainConfig:
     decay_at_steps: List[int] = dataclasses.field(default_factory=list)
     log_every_steps: int = 20  # TensorBoard scalars and progress
     strategy: str = "default"  # default | mirrored | multi_worker_mirrored (tf.distribute)
+
+    def __post_init__(self):
+        check_schedule(self.optimizer, self.max_steps)
 
 
 @dataclasses.dataclass(frozen=True)

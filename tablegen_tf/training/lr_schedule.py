@@ -5,27 +5,12 @@
 ``final_lr_fraction x learning_rate`` at ``train.max_steps``: a fixed step budget ends on a
 small learning rate instead of wherever plateau halving left it. ``warmup_steps`` ramps it
 up linearly first (any schedule). Decay on plateau still applies: it scales the whole curve.
+The values are checked where the config is built (``TrainConfig``).
 """
 
 import math
 
-from tablegen_tf.config import ConfigError, OptimizerConfig
-
-SCHEDULES = ("constant", "cosine", "linear")
-
-
-def check_schedule(config: OptimizerConfig, max_steps: int) -> None:
-    """A clear error for a schedule the budget cannot define."""
-    if config.schedule not in SCHEDULES:
-        raise ConfigError(f"train.optimizer.schedule: unknown schedule {config.schedule!r}: one of "
-                          f"{', '.join(SCHEDULES)}")
-    if config.schedule != "constant" and max_steps <= 0:
-        raise ConfigError(f"train.optimizer.schedule: {config.schedule!r} anneals over the step budget: "
-                          "set train.max_steps (or --max-steps)")
-    if config.warmup_steps < 0:
-        raise ConfigError(f"train.optimizer.warmup_steps must be >= 0, got {config.warmup_steps}")
-    if not 0.0 <= config.final_lr_fraction <= 1.0:
-        raise ConfigError(f"train.optimizer.final_lr_fraction must be between 0 and 1, got {config.final_lr_fraction}")
+from tablegen_tf.config import OptimizerConfig
 
 
 def is_scheduled(config: OptimizerConfig) -> bool:

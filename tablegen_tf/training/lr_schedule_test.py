@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from tablegen_tf.config import ConfigError, OptimizerConfig
-from tablegen_tf.training.lr_schedule import check_schedule, is_scheduled, schedule_factor
+from tablegen_tf.config import ConfigError, OptimizerConfig, TrainConfig, load_config
+from tablegen_tf.training.lr_schedule import is_scheduled, schedule_factor
 
 
 def optimizer(**values) -> OptimizerConfig:
@@ -50,4 +50,12 @@ def test_warmup_ramps_up_then_the_schedule_spans_the_remaining_steps():
 ])
 def test_a_schedule_the_budget_cannot_define_is_a_clear_error(values, max_steps, message):
     with pytest.raises(ConfigError, match=message):
-        check_schedule(optimizer(**values), max_steps)
+        TrainConfig(optimizer=optimizer(**values), max_steps=max_steps)
+
+
+def test_a_config_file_with_a_schedule_is_checked_after_the_overrides():
+    # The budget may come from --max-steps (an override) after the file named the schedule.
+    config = load_config("e2e", {"train": {"optimizer": {"schedule": "cosine"}, "max_steps": 100}})
+    assert config.train.optimizer.schedule == "cosine"
+    with pytest.raises(ConfigError, match="set train.max_steps"):
+        load_config("e2e", {"train": {"optimizer": {"schedule": "cosine"}, "max_steps": 0}})

@@ -29,7 +29,7 @@ from tablegen_tf.data import input_pipeline as ip
 from tablegen_tf.generation import generate_text
 from tablegen_tf.models import get_family
 from tablegen_tf.progress import Progress
-from tablegen_tf.training.lr_schedule import check_schedule, is_scheduled, schedule_factor
+from tablegen_tf.training.lr_schedule import is_scheduled, schedule_factor
 
 _log = logging.getLogger(__name__)
 
@@ -190,7 +190,6 @@ class Trainer:
         self.output_dir = output_dir
         self._say: Callable[[str], None] = _log.info  # train() shows these on its progress line
         self.train_config = config.train
-        check_schedule(self.train_config.optimizer, self.train_config.max_steps)
         self.scheduled = is_scheduled(self.train_config.optimizer)
         self.schedule_steps = self.train_config.max_steps  # the budget the curve spans
         self.decode_config = config.decode
