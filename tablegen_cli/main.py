@@ -166,7 +166,8 @@ def _add_train(subparsers) -> None:
             "The budget is --max-steps (seeded: the same model on every machine); --max-minutes is a "
             "safety cap. The learning rate (train.optimizer.learning_rate) is halved after a validation "
             "without a gain (train.decay_on_plateau), or annealed over the budget with "
-            "train.optimizer.schedule=cosine|linear (and warmup_steps). Checkpoints go to OUT/checkpoints (a rerun resumes from the latest, also after "
+            "train.optimizer.schedule=cosine|linear (and warmup_steps). Checkpoints go to "
+            "OUT/checkpoints (a rerun resumes from the latest, also after "
             "kill -9), the best model by validation BLEU to OUT/best, the merged config to "
             "OUT/config.json, TensorBoard logs to OUT/logs (tensorboard --logdir OUT/logs)."
         ),

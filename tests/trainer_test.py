@@ -86,26 +86,30 @@ def test_a_refit_replays_a_schedule_without_validation(data_dir, tmp_path):
 
 def test_a_cosine_schedule_ends_on_its_floor_and_a_resume_replays_it(data_dir, tmp_path):
     # The rate is a function of the step (times decay on plateau's factors, checkpointed):
-    # a run stopped at step 2 and resumed to 4 ends with the uninterrupted run's weights.
+    # a run that crashes after its step-2 checkpoint and is resumed to 6 ends with the
+    # uninterrupted run's weights.
     from tablegen_tf.training.trainer import Trainer
 
-    def config(max_steps, decay_at_steps=()):
-        base = tiny_config(data_dir, max_steps=max_steps, decay_at_steps=list(decay_at_steps))
-        schedule = dataclasses.replace(base.train.optimizer, schedule="cosine", final_lr_fraction=0.1)
-        return base.replace(data=dataclasses.replace(base.data, valid=""),
-                            train=dataclasses.replace(base.train, optimizer=schedule))
+    base = tiny_config(data_dir, max_steps=6, decay_at_steps=[1])
+    schedule = dataclasses.replace(base.train.optimizer, schedule="cosine", final_lr_fraction=0.1)
+    config = base.replace(data=dataclasses.replace(base.data, valid=""),
+                          train=dataclasses.replace(base.train, optimizer=schedule))
 
-    whole = Trainer(config(4, decay_at_steps=[1]), str(tmp_path / "whole"))
+    whole = Trainer(config, str(tmp_path / "whole"))
     whole.train(progress=False)
-    # the last update (step index 3 of 4) used 0.001 x 0.5 (plateau) x cosine(3/4)
-    cosine = 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * 3 / 4))
+    # the last update (step index 5 of 6) used 0.001 x 0.5 (plateau) x cosine(5/6)
+    cosine = 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * 5 / 6))
     assert whole._learning_rate() == pytest.approx(0.001 * 0.5 * cosine, rel=1e-5)
 
+    def crash_at_step_4(step, _max_steps, _scores):  # reported every 2 steps, before the save
+        if step == 4:
+            raise RuntimeError("crash")
+
     parted = str(tmp_path / "parted")
-    first = Trainer(config(4, decay_at_steps=[1]), parted)
-    first.train_config = dataclasses.replace(first.train_config, max_steps=2)  # a kill after step 2
-    first.train(progress=False)
-    resumed = Trainer(config(4, decay_at_steps=[1]), parted)
+    with pytest.raises(RuntimeError, match="crash"):
+        Trainer(config, parted).train(reporter=crash_at_step_4)
+    resumed = Trainer(config, parted)
+    assert "at step 2" in resumed.restore()
     resumed.train(progress=False)
     assert float(resumed.lr_scale.numpy()) == pytest.approx(0.5)
     for uninterrupted, after_resume in zip(whole.model.weights, resumed.model.weights):

@@ -191,7 +191,6 @@ class Trainer:
         self._say: Callable[[str], None] = _log.info  # train() shows these on its progress line
         self.train_config = config.train
         self.scheduled = is_scheduled(self.train_config.optimizer)
-        self.schedule_steps = self.train_config.max_steps  # the budget the curve spans
         self.decode_config = config.decode
         self.vocabs = load_vocabularies(config)
         self.featurizer = self.family.featurizer(self.vocabs, config)
@@ -510,7 +509,7 @@ class Trainer:
     def _set_scheduled_learning_rate(self, step: int) -> None:
         """The rate for the update at ``step``: a function of the step, so a resume replays it."""
         config = self.train_config.optimizer
-        factor = schedule_factor(config, step, self.schedule_steps)
+        factor = schedule_factor(config, step, self.train_config.max_steps)
         self.optimizer.learning_rate.assign(config.learning_rate * factor * float(self.lr_scale.numpy()))
 
     def _log_attention(self, step: int, tables: int = 3) -> None:
