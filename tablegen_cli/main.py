@@ -346,8 +346,9 @@ def _load_runs(args):
 def _add_ensemble_argument(parser) -> None:
     parser.add_argument("--ensemble", nargs="+", default=[], metavar="RUN",
                         help="more run directories to decode with --model as one ensemble (their next-word "
-                             "distributions averaged; same family and vocabularies, e.g. runs that differ by "
-                             "train.seed); the decode settings are --model's")
+                             "distributions averaged; same featurizer and vocabularies, e.g. runs that differ by "
+                             "train.seed, or families of one example form such as encdec-copy and "
+                             "order-planning); the decode settings are --model's")
     parser.add_argument("--ensemble-weights", nargs="+", type=float, default=None, metavar="W",
                         help="one weight per run (--model's first, then --ensemble's), >= 0, normalised to "
                              "sum 1: the ensemble's next-word distribution is sum_n w_n p_n (default: equal); "

@@ -7,10 +7,13 @@ members' next-token distributions, so the searches, slot reranking and the Saved
 computed in log space as logsumexp_n (log p_n + log w_n); w_n = 1/N unless weights are
 given (``--ensemble-weights``, normalised to sum 1; a weight 0 drops a member). The
 members read one featurizer's batches, so they must agree on everything that shapes
-them: the family (its featurizer and extended vocabulary: ids >= V copy source item id
-- V), the vocabularies, the tokenizer and the table clipping of the data section. Sizes,
-seeds and training data may differ. Two-stage families (a plan decoded inside
-``encode``) are refused: averaging the text given different plans is not the same model.
+them: the featurizer (its example form and extended vocabulary: ids >= V copy source
+item id - V, the same for every family of a featurizer by its CONTRACT.md), the
+vocabularies, the tokenizer and the table clipping of the data section. Families may
+differ when they share the featurizer (e.g. encdec-copy beside order-planning: their
+errors differ more than two seeds'); so may sizes, seeds and training data. Two-stage
+families (a plan decoded inside ``encode``) are refused: averaging the text given
+different plans is not the same model.
 """
 
 from __future__ import annotations
@@ -109,8 +112,10 @@ def check_compatible(runs) -> None:
     first = runs[0]
     for run in runs[1:]:
         problems = []
-        if run.family.name != first.family.name:
-            problems.append(f"family {run.family.name!r} != {first.family.name!r}")
+        if run.family.featurizer_class is not first.family.featurizer_class:
+            problems.append(f"family {run.family.name!r} reads {run.family.example_form!r} examples "
+                            f"({run.family.featurizer_class.__name__}), {first.family.name!r} reads "
+                            f"{first.family.example_form!r} ({first.family.featurizer_class.__name__})")
         if run.vocabs.tokens != first.vocabs.tokens:
             problems.append("vocabularies differ (train the members on one prepared directory)")
         if run.config.tokenizer != first.config.tokenizer:

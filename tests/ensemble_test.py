@@ -1,6 +1,6 @@
 """Ensembles of trained runs (tablegen_tf.ensemble): the exported ensemble SavedModel says
 what in-process ensemble decoding says, the ensemble differs from its first member, and
-runs that cannot share a featurizer are refused with the reason."""
+runs that cannot share a featurizer are refused with the reason, families that share one ensemble."""
 
 import json
 import os
@@ -157,3 +157,54 @@ def test_weights_that_do_not_fit_the_members_are_refused_before_loading(weights,
 
     with pytest.raises(ValueError, match=message):
         load_ensemble(["no-such-run-1", "no-such-run-2"], weights)
+
+
+@pytest.mark.slow
+def test_families_that_share_a_featurizer_ensemble_over_one_extended_vocabulary(runs, tables, data_dir, tmp_path):  # noqa: F811
+    """encdec-copy beside order-planning: both read TableFeaturizer batches and give log-probs
+    over the same V + R ids (CONTRACT.md), so the ensemble's step is the mean of theirs over
+    every id, copy slots included, and it decodes."""
+    from tablegen_tf.config import load_config
+    from tablegen_tf.constants import BOS_ID
+    from tablegen_tf.ensemble import load_ensemble
+    from tablegen_tf.generation import decode_text
+    from tablegen_tf.training.trainer import Trainer, load_trained
+    from trainer_test import TINY
+
+    planned = str(tmp_path / "order-planning")
+    overrides = {**TINY, "model": {"name": "order-planning", "hidden_size": 8, "word_dim": 8, "field_dim": 4},
+                 "train": {**TINY["train"], "max_steps": 12},
+                 "data": {**TINY["data"], "train": os.path.join(data_dir, "train"),
+                          "valid": os.path.join(data_dir, "valid")}}
+    Trainer(load_config("e2e", overrides), planned).train(progress=False)
+    members = [load_trained(runs[0]), load_trained(planned)]
+    assert [m.family.name for m in members] == ["encdec-copy", "order-planning"]
+    ensemble = load_ensemble([runs[0], planned])
+    features = ensemble.featurizer.serving_features(tables[:4])
+
+    def first_step(model):
+        memory = model.encode(features)
+        start = tf.fill([tf.shape(tables[:4])[0]], BOS_ID)
+        return np.exp(model.decoding_step_fn(memory)(start, 0, model.initial_decoding_state(memory))[0].numpy())
+
+    alone = [first_step(m.model) for m in members]
+    assert alone[0].shape == alone[1].shape  # [N, V + R] for both families
+    assert not np.allclose(alone[0], alone[1], atol=1e-4)
+    np.testing.assert_allclose(first_step(ensemble.model), 0.5 * (alone[0] + alone[1]), rtol=1e-4, atol=1e-6)
+    text = decode_text(ensemble.model, ensemble.featurizer, features, ensemble.config.decode)[0].numpy()
+    assert len(text) == len(tables[:4]) and all(len(t) for t in text)
+
+
+def test_runs_of_different_example_forms_are_refused(runs):
+    """A family of another featurizer (here a text family's) cannot read the first run's batches."""
+    import dataclasses
+
+    from tablegen_tf.ensemble import check_compatible
+    from tablegen_tf.models import get_family
+    from tablegen_tf.training.trainer import load_trained
+
+    first = load_trained(runs[0])
+    other = dataclasses.replace(load_trained(runs[1]), family=get_family("fsc"))
+    with pytest.raises(ValueError, match="family 'fsc' reads 'text' examples"):
+        check_compatible([first, other])
+    check_compatible([first, load_trained(runs[1])])
