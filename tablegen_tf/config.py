@@ -92,6 +92,9 @@ class DataConfig:
     max_source_length: int = 0  # text form: 0 = whole sources
     shuffle_buffer: int = 10000
     expand_references: bool = False  # training: one example per reference, not only the first
+    # training: each table's values in a new random order every time (a field's words kept
+    # together); evaluation and serving read the table's own order
+    shuffle_attributes: bool = False
     # training: parsed examples are cached in memory (parsed once, not every epoch) when the
     # example files total at most this many MB on disk (~25x that in memory); 0 = never
     cache_max_mb: int = 16

@@ -133,3 +133,42 @@ def test_small_training_sets_come_in_the_same_seeded_order_whatever_the_run_wrot
     assert len(set(order(one_run, 16))) > 1
     assert order(one_run, 0) != order(other_run, 0)  # so the check above can fail
     assert ip._fits_cache(ip.list_files(one_run), 16) and not ip._fits_cache(ip.list_files(one_run), 0)
+
+
+def test_shuffled_attributes_move_whole_values_with_their_copy_columns_and_plan():
+    """data.shuffle_attributes: a value's words stay together and in order; the copy mask's
+    columns and the content plan's indices follow their records."""
+    field = tf.constant([1, 2, 2, 3, 4, 4, 4])  # 4 values: 1 | 2 2 | 3 | 4 4 4
+    features = {
+        "record_field": field,
+        "record_pos_start": tf.constant([1, 1, 2, 1, 1, 2, 3]),
+        "record_value_text": tf.constant(["a", "b1", "b2", "c", "d1", "d2", "d3"]),
+        "copy_mask": tf.one_hot([0, 2, 6, 3], 7),  # 4 target tokens copy a, b2, d3, c
+        "content_plan": tf.constant([1, 4, 0]),
+        "target_out": tf.constant([5, 6, 7, 8]),
+    }
+    orders = set()
+    for seed in range(12):
+        out = ip.shuffle_attributes(features, seed=seed)
+        text = [t.decode() for t in out["record_value_text"].numpy()]
+        assert sorted(text) == sorted(t.decode() for t in features["record_value_text"].numpy())
+        joined = " ".join(text)
+        assert "b1 b2" in joined and "d1 d2 d3" in joined
+        copied = [text[k] for k in np.argmax(out["copy_mask"].numpy(), axis=1)]
+        assert copied == ["a", "b2", "d3", "c"]
+        assert [text[k] for k in out["content_plan"].numpy()] == ["b1", "d1", "a"]
+        np.testing.assert_array_equal(out["target_out"], features["target_out"])
+        orders.add(joined)
+    assert len(orders) > 3, "the order never changes: this test could not fail"
+
+
+def test_only_training_batches_are_shuffled(prepared):
+    _, plain = _batches(prepared)
+    _, evaluated = _batches(prepared, shuffle_attributes=True)  # training=False: the table's order
+    for a, b in zip(plain, evaluated):
+        np.testing.assert_array_equal(a["record_value"], b["record_value"])
+    vocabs = ip.Vocabularies.load(os.path.join(prepared, "vocab"))
+    config = ip.InputConfig(batch_size=4, shuffle_buffer=0, shuffle_attributes=True)
+    trained = list(ip.make_dataset(prepared, vocabs, config, training=True, seed=1))
+    assert sum(int(b["target_out"].shape[0]) for b in trained) == sum(int(b["target_out"].shape[0]) for b in plain)
+    assert any(not np.array_equal(a["record_value"], b["record_value"]) for a, b in zip(plain, trained))

@@ -68,6 +68,7 @@ class InputConfig:
     max_source_length: int = 0  # text form: 0 = whole sources
     expand_references: bool = False  # training: one example per reference
     shuffle_buffer: int = 10000
+    shuffle_attributes: bool = False  # training: each table's values in a random order (one view more)
     drop_remainder: bool = False
     cache_max_mb: int = 16  # training: parsed examples stay in memory when the files are this small
 
@@ -111,6 +112,27 @@ def _copy_mask_from_alignment(alignment: tf.RaggedTensor, num_records: tf.Tensor
 
 def _copy_mask_by_equality(tokens: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.equal(tokens[:, None], values[None, :]), tf.float32)
+
+
+def shuffle_attributes(features: Dict[str, tf.Tensor], seed: Optional[int] = None) -> Dict[str, tf.Tensor]:
+    """ONE example with its table's values (a field's words, which start at p+ = 1) in a
+    random order, the words of a value kept together and in order: every ``record_*``
+    tensor, the copy mask's record axis and the content plan's record indices follow."""
+    if "record_pos_start" not in features:
+        raise ValueError("data.shuffle_attributes: this example form has no table records to shuffle")
+    start = tf.equal(features["record_pos_start"], 1)
+    value = tf.cumsum(tf.cast(start, tf.int32)) - 1  # [R] which value each record belongs to
+    records = tf.size(value)
+    rank = tf.argsort(tf.random.uniform([tf.reduce_max(value) + 1], seed=seed))  # a value's new place
+    order = tf.argsort(tf.gather(rank, tf.maximum(value, 0)) * records + tf.range(records), stable=True)
+    out = dict(features)
+    for key, tensor in features.items():
+        if key.startswith("record_"):
+            out[key] = tf.gather(tensor, order)
+    out["copy_mask"] = tf.gather(features["copy_mask"], order, axis=1)
+    new_index = tf.math.invert_permutation(order)
+    out["content_plan"] = tf.gather(new_index, features["content_plan"])
+    return out
 
 
 class ExampleParser:
@@ -253,6 +275,8 @@ def make_dataset(
             dataset = dataset.cache()
         if shuffle:  # after the ordered map: the same permutation as shuffling the records
             dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if training and config.shuffle_attributes:  # after the cache: a new order every epoch
+        dataset = dataset.map(lambda features: shuffle_attributes(features, seed))
     padding = padding_values(dataset.element_spec)
     boundaries = list(config.bucket_boundaries)
     dataset = dataset.bucket_by_sequence_length(
