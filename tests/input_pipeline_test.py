@@ -160,6 +160,9 @@ def test_shuffled_attributes_move_whole_values_with_their_copy_columns_and_plan(
         np.testing.assert_array_equal(out["target_out"], features["target_out"])
         orders.add(joined)
     assert len(orders) > 3, "the order never changes: this test could not fail"
+    empty = {"record_pos_start": tf.zeros([0], tf.int32), "copy_mask": tf.zeros([2, 0]),
+             "content_plan": tf.zeros([0], tf.int32)}
+    assert ip.shuffle_attributes(empty, seed=1)["copy_mask"].shape == (2, 0)
 
 
 def test_only_training_batches_are_shuffled(prepared):

@@ -68,7 +68,7 @@ class InputConfig:
     max_source_length: int = 0  # text form: 0 = whole sources
     expand_references: bool = False  # training: one example per reference
     shuffle_buffer: int = 10000
-    shuffle_attributes: bool = False  # training: each table's values in a random order (one view more)
+    shuffle_attributes: bool = False  # training: each table's values in a new random order
     drop_remainder: bool = False
     cache_max_mb: int = 16  # training: parsed examples stay in memory when the files are this small
 
@@ -123,7 +123,8 @@ def shuffle_attributes(features: Dict[str, tf.Tensor], seed: Optional[int] = Non
     start = tf.equal(features["record_pos_start"], 1)
     value = tf.cumsum(tf.cast(start, tf.int32)) - 1  # [R] which value each record belongs to
     records = tf.size(value)
-    rank = tf.argsort(tf.random.uniform([tf.reduce_max(value) + 1], seed=seed))  # a value's new place
+    values = tf.maximum(tf.reduce_max(value) + 1, 0)  # 0 for a table without records
+    rank = tf.argsort(tf.random.uniform([values], seed=seed))  # a value's new place
     order = tf.argsort(tf.gather(rank, tf.maximum(value, 0)) * records + tf.range(records), stable=True)
     out = dict(features)
     for key, tensor in features.items():
