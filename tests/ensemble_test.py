@@ -29,6 +29,15 @@ def runs(data_dir, tmp_path_factory):  # noqa: F811
     return outs
 
 
+def first_step_probabilities(model, features):
+    """The model's first decoding step from <s> on ``features``: probabilities [N, V + R]."""
+    from tablegen_tf.constants import BOS_ID
+
+    memory = model.encode(features)
+    start = tf.fill([tf.shape(features["record_mask"])[0]], BOS_ID)
+    return np.exp(model.decoding_step_fn(memory)(start, 0, model.initial_decoding_state(memory))[0].numpy())
+
+
 @pytest.fixture(scope="module")
 def tables():
     from tablegen_tf.inference import read_inputs
@@ -126,17 +135,13 @@ def test_the_listener_scores_each_beam_as_the_search_did_and_masking_is_removal(
 def test_member_weights_mix_the_step_distributions_and_a_zero_weight_drops_a_member(runs, tables):
     """--ensemble-weights: p = sum_n w_n p_n with w normalised; (1, 0) is the first member
     alone, (3, 3) the equal-weight ensemble, (3, 1) lies between them."""
-    from tablegen_tf.constants import BOS_ID
     from tablegen_tf.ensemble import load_ensemble
     from tablegen_tf.training.trainer import load_trained
 
     features = load_trained(runs[0]).featurizer.serving_features(tables[:4])
 
     def first_step(trained):
-        memory = trained.model.encode(features)
-        state = trained.model.initial_decoding_state(memory)
-        start = tf.fill([tf.shape(tables[:4])[0]], BOS_ID)
-        return np.exp(trained.model.decoding_step_fn(memory)(start, 0, state)[0].numpy())
+        return first_step_probabilities(trained.model, features)
 
     alone = [first_step(load_trained(run)) for run in runs]
     assert not np.allclose(alone[0], alone[1], atol=1e-4), "the members agree: this test could not fail"
@@ -165,7 +170,6 @@ def test_families_that_share_a_featurizer_ensemble_over_one_extended_vocabulary(
     over the same V + R ids (CONTRACT.md), so the ensemble's step is the mean of theirs over
     every id, copy slots included, and it decodes."""
     from tablegen_tf.config import load_config
-    from tablegen_tf.constants import BOS_ID
     from tablegen_tf.ensemble import load_ensemble
     from tablegen_tf.generation import decode_text
     from tablegen_tf.training.trainer import Trainer, load_trained
@@ -181,16 +185,11 @@ def test_families_that_share_a_featurizer_ensemble_over_one_extended_vocabulary(
     assert [m.family.name for m in members] == ["encdec-copy", "order-planning"]
     ensemble = load_ensemble([runs[0], planned])
     features = ensemble.featurizer.serving_features(tables[:4])
-
-    def first_step(model):
-        memory = model.encode(features)
-        start = tf.fill([tf.shape(tables[:4])[0]], BOS_ID)
-        return np.exp(model.decoding_step_fn(memory)(start, 0, model.initial_decoding_state(memory))[0].numpy())
-
-    alone = [first_step(m.model) for m in members]
+    alone = [first_step_probabilities(m.model, features) for m in members]
     assert alone[0].shape == alone[1].shape  # [N, V + R] for both families
     assert not np.allclose(alone[0], alone[1], atol=1e-4)
-    np.testing.assert_allclose(first_step(ensemble.model), 0.5 * (alone[0] + alone[1]), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(first_step_probabilities(ensemble.model, features), 0.5 * (alone[0] + alone[1]),
+                               rtol=1e-4, atol=1e-6)
     text = decode_text(ensemble.model, ensemble.featurizer, features, ensemble.config.decode)[0].numpy()
     assert len(text) == len(tables[:4]) and all(len(t) for t in text)
 

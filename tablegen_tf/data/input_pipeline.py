@@ -122,10 +122,9 @@ def shuffle_attributes(features: Dict[str, tf.Tensor], seed: Optional[int] = Non
         raise ValueError("data.shuffle_attributes: this example form has no table records to shuffle")
     start = tf.equal(features["record_pos_start"], 1)
     value = tf.cumsum(tf.cast(start, tf.int32)) - 1  # [R] which value each record belongs to
-    records = tf.size(value)
     values = tf.maximum(tf.reduce_max(value) + 1, 0)  # 0 for a table without records
     rank = tf.argsort(tf.random.uniform([values], seed=seed))  # a value's new place
-    order = tf.argsort(tf.gather(rank, tf.maximum(value, 0)) * records + tf.range(records), stable=True)
+    order = tf.argsort(tf.gather(rank, tf.maximum(value, 0)), stable=True)  # stable: words keep their order
     out = dict(features)
     for key, tensor in features.items():
         if key.startswith("record_"):
