@@ -13,8 +13,9 @@ at the first step and printed). Fine-tunes from the run's best checkpoint with a
 and writes a run directory `tablegen evaluate --model` reads (the source run's config and
 vocabulary, the fine-tuned weights as its best checkpoint).
 
-Tried on the E2E quality run's 128-unit member (README, "Minimum-risk fine-tuning, tried and
-not kept"): selection BLEU 71.43 -> 71.37 at the chosen decoding, outputs ~1 word longer.
+Tried on the E2E quality run's 128-unit member (README, "Minimum-risk fine-tuning, and all
+six members, tried and not kept"): selection BLEU 71.43 -> 71.37 at the chosen decoding,
+outputs ~1 word longer.
 
     .venv/bin/python benchmarks/risk_finetune.py --run runs/op128-s1 \\
         --train runs/data/e2e-sel/train --out runs/op128-risk [--steps 300 --lr 1e-4]
