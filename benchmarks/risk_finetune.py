@@ -166,4 +166,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from quiet import run_quietly  # benchmarks/ is on sys.path when a script runs
+
+    run_quietly(main)
