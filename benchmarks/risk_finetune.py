@@ -24,9 +24,7 @@ outputs ~1 word longer.
 import argparse
 import collections
 import dataclasses
-import json
 import os
-import shutil
 import sys
 import time
 
@@ -59,7 +57,7 @@ def costs(texts, scores, example_ids, references, bleu):
     for row, example_id in enumerate(example_ids):
         refs = references[example_id.decode("utf-8")]
         for beam, text in enumerate(texts[row]):
-            if scores[row, beam] > -1e8:
+            if np.isfinite(scores[row, beam]):  # dead beams score -inf (beam_search)
                 out[row, beam] = 1.0 - bleu.sentence_score(text.decode("utf-8"), refs).score / 100.0
     return out
 
@@ -67,14 +65,14 @@ def costs(texts, scores, example_ids, references, bleu):
 def risk_step_fn(model, optimizer, token_weight: float):
     import tensorflow as tf
 
-    from tablegen_tf.constants import BOS_ID
+    from tablegen_tf.constants import BOS_ID, MASKED_LOGIT
 
     @tf.function(reduce_retracing=True)
     def step(batch, ids, lengths, scores, cost):
         rows, beams, steps = tf.shape(ids)[0], tf.shape(ids)[1], tf.shape(ids)[2]
         flat = tf.reshape(ids, [rows * beams, steps])
         inside = tf.sequence_mask(tf.reshape(lengths, [-1]), steps)
-        alive = scores > -1e8
+        alive = tf.math.is_finite(scores)
         with tf.GradientTape() as tape:
             nll = model.compute_loss_from_batch(batch, training=True)
             memory = model.tile(model.encode(batch, training=True), beams)
@@ -85,7 +83,8 @@ def risk_step_fn(model, optimizer, token_weight: float):
             no_copy_labels = tf.zeros([rows * beams, steps, tf.shape(memory["record_value"])[1]],
                                       batch["copy_mask"].dtype)  # candidates are extended ids already
             token = model.token_nll(outputs, memory, flat, no_copy_labels)
-            log_p = tf.where(alive, tf.reshape(-tf.reduce_sum(tf.where(inside, token, 0.0), 1), [rows, beams]), -1e9)
+            log_p = tf.where(alive, tf.reshape(-tf.reduce_sum(tf.where(inside, token, 0.0), 1), [rows, beams]),
+                             MASKED_LOGIT)
             risk = tf.reduce_mean(tf.reduce_sum(tf.nn.softmax(log_p, axis=1) * cost, 1))  # expected cost
             loss = token_weight * nll + (1.0 - token_weight) * risk
         grads = tape.gradient(loss, model.trainable_variables)
@@ -95,20 +94,14 @@ def risk_step_fn(model, optimizer, token_weight: float):
     return step
 
 
-def save_run(model, source_run: str, out: str, steps: int) -> None:
+def save_run(model, config, source_run: str, out: str, steps: int) -> None:
     import tensorflow as tf
 
-    from tablegen_tf.training.trainer import BEST, variables_checkpoint
+    from tablegen_tf.config import save_run_config
+    from tablegen_tf.training.trainer import BEST, copy_vocabularies, variables_checkpoint
 
-    os.makedirs(out, exist_ok=True)
-    vocab = os.path.join(out, "vocab")
-    if not os.path.exists(vocab):
-        shutil.copytree(os.path.join(source_run, "vocab"), vocab)
-    with open(os.path.join(source_run, "config.json"), encoding="utf-8") as handle:
-        config = json.load(handle)
-    config["data"]["vocab"] = os.path.abspath(vocab)
-    with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as handle:
-        json.dump(config, handle, indent=2)
+    vocab = copy_vocabularies(os.path.join(source_run, "vocab"), os.path.join(out, "vocab"))  # as a trainer does
+    save_run_config(config.replace(data=dataclasses.replace(config.data, vocab=vocab)), out)
     step = tf.Variable(steps, dtype=tf.int64)
     tf.train.CheckpointManager(variables_checkpoint(model, step=step), os.path.join(out, BEST),
                                max_to_keep=1).save(checkpoint_number=steps)
@@ -161,7 +154,7 @@ def main() -> None:
         if number % 20 == 0:
             print(f"step {number}: token NLL {float(nll):.3f}, risk {float(risk):.4f}, "
                   f"best beam's cost {cost[:, 0].mean():.4f}, {time.time() - start:.0f}s", flush=True)
-    save_run(model, args.run, args.out, args.steps)
+    save_run(model, trained.config, args.run, args.out, args.steps)
     print(f"fine-tuned {args.steps} steps in {time.time() - start:.0f}s -> {args.out}")
 
 

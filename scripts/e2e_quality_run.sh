@@ -9,7 +9,7 @@
 # Each member trains with ONE thread, so its weights are the same on any host whatever its
 # core count, and the members train side by side, one per core (LANES, default the host's
 # cores): on 2 cores the 128-unit then the cleaned member on one, the 256-unit member on the
-# other, ~35 min of training on a quiet 2-core host (one after another with every core: ~43;
+# other, ~30 min of training on a quiet 2-core host (one after another with every core: ~43;
 # benchmarks/parallel_members.py). Each member's lines are prefixed with its name; its full
 # log is RUNS_DIR/<member>/logs/train.log.
 #

@@ -29,13 +29,13 @@ def runs(data_dir, tmp_path_factory):  # noqa: F811
     return outs
 
 
-def first_step_probabilities(model, features):
-    """The model's first decoding step from <s> on ``features``: probabilities [N, V + R]."""
+def first_step_log_probs(model, features):
+    """The model's first decoding step from <s> on ``features``: log-probs [N, V + R]."""
     from tablegen_tf.constants import BOS_ID
 
     memory = model.encode(features)
     start = tf.fill([tf.shape(features["record_mask"])[0]], BOS_ID)
-    return np.exp(model.decoding_step_fn(memory)(start, 0, model.initial_decoding_state(memory))[0].numpy())
+    return model.decoding_step_fn(memory)(start, 0, model.initial_decoding_state(memory))[0].numpy()
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,6 @@ def test_the_listener_scores_each_beam_as_the_search_did_and_masking_is_removal(
     masked gives the model what the table without that attribute gives it."""
     import dataclasses
 
-    from tablegen_tf.constants import BOS_ID
     from tablegen_tf.ensemble import load_ensemble
     from tablegen_tf.generation import decode_beams
     from tablegen_tf.inference import read_inputs
@@ -123,10 +122,7 @@ def test_the_listener_scores_each_beam_as_the_search_did_and_masking_is_removal(
     masked = {key: value[batch: batch + 1] for key, value in variants.items()}  # table 0 without attribute 0
 
     def first_step(features):
-        memory = ensemble.model.encode(features)
-        state = ensemble.model.initial_decoding_state(memory)
-        log_probs, _ = ensemble.model.decoding_step_fn(memory)(tf.constant([BOS_ID]), 0, state)
-        return log_probs.numpy()[:, : ensemble.featurizer.vocabs.words.shape[0]]
+        return first_step_log_probs(ensemble.model, features)[:, : ensemble.featurizer.vocabs.words.shape[0]]
 
     np.testing.assert_allclose(first_step(masked), first_step(removed), rtol=1e-4, atol=1e-5)
     assert not np.allclose(first_step(masked), first_step({k: v[:1] for k, v in features.items()}), atol=1e-5)
@@ -141,7 +137,7 @@ def test_member_weights_mix_the_step_distributions_and_a_zero_weight_drops_a_mem
     features = load_trained(runs[0]).featurizer.serving_features(tables[:4])
 
     def first_step(trained):
-        return first_step_probabilities(trained.model, features)
+        return np.exp(first_step_log_probs(trained.model, features))
 
     alone = [first_step(load_trained(run)) for run in runs]
     assert not np.allclose(alone[0], alone[1], atol=1e-4), "the members agree: this test could not fail"
@@ -185,10 +181,10 @@ def test_families_that_share_a_featurizer_ensemble_over_one_extended_vocabulary(
     assert [m.family.name for m in members] == ["encdec-copy", "order-planning"]
     ensemble = load_ensemble([runs[0], planned])
     features = ensemble.featurizer.serving_features(tables[:4])
-    alone = [first_step_probabilities(m.model, features) for m in members]
+    alone = [np.exp(first_step_log_probs(m.model, features)) for m in members]
     assert alone[0].shape == alone[1].shape  # [N, V + R] for both families
     assert not np.allclose(alone[0], alone[1], atol=1e-4)
-    np.testing.assert_allclose(first_step_probabilities(ensemble.model, features), 0.5 * (alone[0] + alone[1]),
+    np.testing.assert_allclose(np.exp(first_step_log_probs(ensemble.model, features)), 0.5 * (alone[0] + alone[1]),
                                rtol=1e-4, atol=1e-6)
     text = decode_text(ensemble.model, ensemble.featurizer, features, ensemble.config.decode)[0].numpy()
     assert len(text) == len(tables[:4]) and all(len(t) for t in text)
