@@ -40,9 +40,9 @@ def csv_value(value: str) -> str:
     return re.sub(r"\s*-\s*", "-", value.replace("£ ", "£"))
 
 
-def inventory(train_dir: str, dev_csv: str) -> Tuple[Dict[str, collections.Counter], Set[str]]:
-    """Per attribute (normalised name), its values and how many train MRs have each; the
-    keys of every train and dev MR."""
+def inventory(train_dir: str, dev_csv: str, dev_names: bool = True) -> Tuple[Dict[str, collections.Counter], Set[str]]:
+    """Per attribute (normalised name), its values and how many train MRs have each (names
+    also dev's unless not ``dev_names``); the keys of every train and dev MR."""
     from tablegen_tf.inference import read_inputs
     from tablegen_tf.readers.e2e import RawItem, mr_key
 
@@ -54,7 +54,7 @@ def inventory(train_dir: str, dev_csv: str) -> Tuple[Dict[str, collections.Count
             items = [RawItem(i.field, csv_value(i.value)) for i in table.items]
             seen.add(mr_key(items))
             for item in items:
-                if split == "train" or item.field in NAMES:
+                if split == "train" or (dev_names and item.field in NAMES):
                     values[item.field][item.value] += 1
     return values, seen
 
