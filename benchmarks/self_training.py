@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--selection-fraction", type=float, default=0.05, help="the carve no new MR may land on")
     parser.add_argument("--train", default=os.path.join(novel_tables.DATA, "aligned"))
     parser.add_argument("--dev", default=os.path.join(novel_tables.DATA, "devset.csv"))
+    parser.add_argument("--copies", type=int, default=1, help="times each new row is written (its weight in training)")
     parser.add_argument("--out", required=True, help="directory for src_train.txt + train.txt (train's rows, then the new)")
     parser.add_argument("generate", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -119,11 +120,11 @@ def main() -> None:
     with open(os.path.join(args.out, "src_train.txt"), "a", encoding="utf-8") as src, \
             open(os.path.join(args.out, "train.txt"), "a", encoding="utf-8") as tgt:
         for table, text in kept:
-            src.write(source_line(table, spellings) + "\n")
-            tgt.write(" ".join(aligned_tokens(text)) + " <eos>|||\n")
+            src.write((source_line(table, spellings) + "\n") * args.copies)
+            tgt.write((" ".join(aligned_tokens(text)) + " <eos>|||\n") * args.copies)
     words = sum(len(x.split()) for _, x in kept) / max(len(kept), 1)
     print(f"kept {len(kept)} of {len(texts)} teacher texts (the rest had a slot error or a hallucinated value), "
-          f"{words:.1f} words each; appended to the train rows in {args.out}")
+          f"{words:.1f} words each; appended {args.copies}x to the train rows in {args.out}")
 
 
 if __name__ == "__main__":
