@@ -14,7 +14,8 @@ prepare --selection-fraction F` on the output carves exactly the selection split
     .venv/bin/tablegen prepare --format e2e-aligned --input runs/aug --split train \\
         --selection-fraction 0.05 --output runs/data/e2e-aug/train
 
-Takes the decoding's time (the ensemble above: ~0.15 s a table on 2 cores).
+Takes the decoding's time (the ensemble above: 3,816 tables in 55 s on a 2-core AMD EPYC, family 26).
+README: "Self-training on new MRs, tried and not kept".
 """
 
 import argparse
