@@ -88,6 +88,15 @@ def write_csv(path: str, tables: Sequence[List[Tuple[str, str]]]) -> None:
             writer.writerow([", ".join(f"{a}[{v}]" for a, v in table)])
 
 
+def generate_texts(table_csv: str, texts_path: str, generate: Sequence[str]) -> List[str]:
+    """`tablegen generate GENERATE` on the CSV's tables, written to TEXTS_PATH; the texts."""
+    command = [os.path.join(os.path.dirname(sys.executable), "tablegen"), "generate", "--format", "e2e",
+               "--input", table_csv, "--split", "test", "--output", texts_path, *generate]
+    subprocess.run(command, check=True, cwd=ROOT, stdout=sys.stdout, stderr=sys.stderr)
+    with open(texts_path, encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle]
+
+
 def examples_of(table_csv: str):
     """The CSV's tables as `tablegen evaluate` builds them (records, fields)."""
     from tablegen_tf.inference import build, read_inputs
@@ -131,12 +140,7 @@ def main() -> None:
         write_csv(table_csv, tables)
         mean = sum(map(len, tables)) / len(tables)
         print(f"{len(tables)} new MRs ({mean:.2f} attributes each, none in train or dev): {table_csv}", flush=True)
-        command = [os.path.join(os.path.dirname(sys.executable), "tablegen"), "generate", "--format", "e2e",
-                   "--input", table_csv, "--split", "test", "--output", texts_path, *generate]
-        subprocess.run(command, check=True, cwd=ROOT, stdout=sys.stdout, stderr=sys.stderr)
-        with open(texts_path, encoding="utf-8") as handle:
-            texts = [line.rstrip("\n") for line in handle]
-        report(texts, tables, examples_of(table_csv))
+        report(generate_texts(table_csv, texts_path, generate), tables, examples_of(table_csv))
 
 
 def report(texts: List[str], tables: List[List[Tuple[str, str]]], examples: Sequence) -> None:

@@ -23,14 +23,10 @@ import collections
 import os
 import re
 import shutil
-import subprocess
-import sys
 import types
 from typing import Dict, List, Sequence, Tuple
 
 import novel_tables
-
-ROOT = novel_tables.ROOT
 
 
 def aligned_spellings(train_dir: str) -> Dict[str, str]:
@@ -55,7 +51,7 @@ def aligned_tokens(text: str) -> List[str]:
     for token in tokenize_batch([text])[0]:
         if token == "n't" and tokens:
             tokens[-1], token = tokens[-1] + "n", "'t"
-        tokens.extend(p for p in re.split(r"(-)", token) if p) if len(token) > 1 else tokens.append(token)
+        tokens.extend(part for part in re.split(r"(-)", token) if part)  # "-" alone stays "-"
     return tokens
 
 
@@ -107,13 +103,12 @@ def main() -> None:
     novel_tables.write_csv(table_csv, tables)
     print(f"{len(tables)} new MRs ({sum(map(len, tables)) / len(tables):.2f} attributes each; "
           f"{args.count - len(tables)} on the selection carve dropped): {table_csv}", flush=True)
-    if not os.path.isfile(texts_path):  # a rerun reuses the teacher's texts
-        command = [os.path.join(os.path.dirname(sys.executable), "tablegen"), "generate", "--format", "e2e",
-                   "--input", table_csv, "--split", "test", "--output", texts_path + ".partial", *generate]
-        subprocess.run(command, check=True, cwd=ROOT, stdout=sys.stdout, stderr=sys.stderr)
+    if os.path.isfile(texts_path):  # a rerun reuses the teacher's texts
+        with open(texts_path, encoding="utf-8") as handle:
+            texts = [line.rstrip("\n") for line in handle]
+    else:
+        texts = novel_tables.generate_texts(table_csv, texts_path + ".partial", generate)
         os.replace(texts_path + ".partial", texts_path)
-    with open(texts_path, encoding="utf-8") as handle:
-        texts = [line.rstrip("\n") for line in handle]
     examples = novel_tables.examples_of(table_csv)
     kept = [(t, x) for t, x, e in zip(tables, texts, examples) if faithful(x, e)]
     for name in ("src_train.txt", "train.txt"):

@@ -51,7 +51,8 @@ prepare "$RUNS/data/e2e-clean/train" --clean-slots
 started=$SECONDS
 # One thread makes the weights independent of the core count, not of the CPU type (README,
 # "The recipe on another CPU type"): say which one drew them.
-echo "== host: $(nproc) cores, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), CPU family $(lscpu 2>/dev/null | sed -n 's/^CPU family: *//p' | head -1)"
+cpu=$(lscpu 2>/dev/null || true)
+echo "== host: $(nproc) cores, $(sed -n 's/^Model name: *//p' <<<"$cpu" | head -1), CPU family $(sed -n 's/^CPU family: *//p' <<<"$cpu" | head -1)"
 echo "== training the 3 members, $LANES at a time (one thread each)"
 if [ "$LANES" -ge 3 ]; then
   op128 0 & a=$!; op256 1 & b=$!; op256c 2 & c=$!; wait $a; wait $b; wait $c
