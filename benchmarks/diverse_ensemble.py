@@ -1,0 +1,135 @@
+"""Experiment: diverse ensembling, members trained jointly so each specialises.
+
+Gehrmann et al. 2018 ("End-to-End Content and Plan Selection for Data-to-Text Generation",
+sec. 4), after multiple choice learning (Guzman-Rivera et al. 2012): K members see the same
+batches, and each training example's loss reaches only the member that scores it best,
+
+    L = sum_n min_k NLL_k(y_n | x_n)
+
+so the members drift apart into distinct sentence templates. Here each member's share of
+that sum is a token mean over the examples it won (a member trains at the learning rate it was
+trained with, whatever its share). One forward pass per member both scores and trains: the
+assignment is the argmin of the same per-example NLLs under a stop-gradient.
+
+Joint training from scratch lets one member win every example (the paper's "dominating"
+model). These members start instead from independently trained runs, resumed with their Adam
+state, so they already disagree. ``--objective independent`` is the control: the same batches
+and steps, every member trained on every example (plain continued training).
+
+    .venv/bin/python benchmarks/diverse_ensemble.py --runs runs/op128-s1 runs/op256-s1 \\
+        runs/op256c-s1 --train runs/data/e2e-sel/train --out runs/mcl [--steps 2000]
+
+writes runs/mcl/<run name> for each member, a run directory `tablegen evaluate --model ...
+--ensemble ...` reads.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def example_nll(model, batch, training: bool):
+    """[B] summed token NLL of each example's reference (the sequence NLL that MCL compares)."""
+    import tensorflow as tf
+
+    predictions = model(batch, training=training)
+    token = model.token_nll(predictions["outputs"], predictions["memory"], batch["target_out"], batch["copy_mask"])
+    return tf.reduce_sum(token * tf.cast(batch["target_mask"], tf.float32), 1)
+
+
+def assignment(nll, objective: str):
+    """[K,B] 0/1 weights: the member with the lowest NLL per example (mcl), or every member."""
+    import tensorflow as tf
+
+    if objective == "independent":
+        return tf.ones_like(nll)
+    return tf.one_hot(tf.argmin(tf.stop_gradient(nll), axis=0), tf.shape(nll)[0], axis=0)
+
+
+def joint_step_fn(models, optimizers, objective: str):
+    import tensorflow as tf
+
+    @tf.function(reduce_retracing=True)
+    def step(batch):
+        tokens = tf.reduce_sum(tf.cast(batch["target_mask"], tf.float32), 1)  # [B]
+        with tf.GradientTape(persistent=True) as tape:
+            nll = tf.stack([example_nll(model, batch, training=True) for model in models])  # [K,B]
+            won = assignment(nll, objective)
+            # each member: the token mean over the examples it won (eq. above, normalised per member)
+            losses = tf.math.divide_no_nan(tf.reduce_sum(won * nll, 1), tf.reduce_sum(won * tokens, 1))
+            losses = [losses[k] + (model.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in model.trainable_variables])
+                                   if model.l2 else 0.0) for k, model in enumerate(models)]
+        for model, optimizer, loss in zip(models, optimizers, losses):
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        del tape
+        return tf.stack(losses), tf.reduce_sum(won, 1), tf.shape(tokens)[0]
+
+    return step
+
+
+def resume(run: str):
+    """The run's model at its latest training checkpoint, with its optimizer's state."""
+    import tensorflow as tf
+
+    from tablegen_tf.training.trainer import CHECKPOINTS, load_trained, make_optimizer, variables_checkpoint
+
+    trained = load_trained(run)
+    optimizer = make_optimizer(trained.config.train.optimizer)
+    optimizer.build(trained.model.trainable_variables)
+    path = tf.train.latest_checkpoint(os.path.join(run, CHECKPOINTS))
+    if not path:
+        raise FileNotFoundError(f"{run}: no training checkpoint in {CHECKPOINTS}/")
+    variables_checkpoint(trained.model, optimizer).restore(path).expect_partial().assert_existing_objects_matched()
+    return trained, optimizer, path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", nargs="+", required=True, help="order-planning run directories, one vocabulary")
+    parser.add_argument("--train", required=True, help="the prepared training split every member reads")
+    parser.add_argument("--out", required=True, help="writes OUT/<run name> per member")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=1, help="the batch order")
+    parser.add_argument("--objective", choices=["mcl", "independent"], default="mcl",
+                        help="mcl: each example trains its best member; independent: every member (the control)")
+    args = parser.parse_args()
+
+    from risk_finetune import save_run
+
+    members = [resume(run) for run in args.runs]
+    vocabularies = {tuple(trained.vocabs.tokens["words"]) for trained, _, _ in members}
+    if len(vocabularies) != 1:
+        raise SystemExit("the runs do not share one word vocabulary (an ensemble needs one)")
+    for run, (_, _, path) in zip(args.runs, members):
+        print(f"{run}: resumed from {path}", flush=True)
+    models = [trained.model for trained, _, _ in members]
+    step = joint_step_fn(models, [optimizer for _, optimizer, _ in members], args.objective)
+    batches = iter(members[0][0].featurizer.dataset(args.train, training=True, seed=args.seed).repeat())
+    start, won_total, examples = time.time(), 0, 0
+    for number in range(1, args.steps + 1):
+        losses, won, rows = step(next(batches))
+        won_total, examples = won_total + won.numpy(), examples + int(rows)
+        if number % 100 == 0 or number == args.steps:
+            shares = " / ".join(f"{100 * w / examples:.0f} %" for w in won_total)
+            print(f"step {number}: losses {' / '.join(f'{x:.3f}' for x in losses.numpy())}; examples won "
+                  f"{shares}; {time.time() - start:.0f}s", flush=True)
+            won_total, examples = 0, 0
+    for run, (trained, _, path) in zip(args.runs, members):
+        out = os.path.join(args.out, os.path.basename(os.path.normpath(run)))
+        steps = int(path.rsplit("-", 1)[1]) + args.steps
+        save_run(trained.model, trained.config, run, out, steps)
+        print(f"-> {out} (step {steps:,})")
+    print(f"trained {len(models)} members jointly ({args.objective}) {args.steps} steps in {time.time() - start:.0f}s")
+
+
+if __name__ == "__main__":
+    from quiet import run_quietly
+
+    run_quietly(main)
