@@ -34,22 +34,46 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def example_nll(model, batch, training: bool):
-    """[B] summed token NLL of each example's reference (the sequence NLL that MCL compares)."""
+def token_nll(model, batch, training: bool):
+    """[B,T] each reference token's NLL under the member, 0 on padding."""
     import tensorflow as tf
 
     predictions = model(batch, training=training)
     token = model.token_nll(predictions["outputs"], predictions["memory"], batch["target_out"], batch["copy_mask"])
-    return tf.reduce_sum(token * tf.cast(batch["target_mask"], tf.float32), 1)
+    return token * tf.cast(batch["target_mask"], tf.float32)
+
+
+def example_nll(model, batch, training: bool):
+    """[B] summed token NLL of each example's reference (the sequence NLL that MCL compares)."""
+    import tensorflow as tf
+
+    return tf.reduce_sum(token_nll(model, batch, training), 1)
 
 
 def assignment(nll, objective: str):
     """[K,B] 0/1 weights: the member with the lowest NLL per example (mcl), or every member."""
     import tensorflow as tf
 
-    if objective == "independent":
-        return tf.ones_like(nll)
-    return tf.one_hot(tf.argmin(tf.stop_gradient(nll), axis=0), tf.shape(nll)[0], axis=0)
+    if objective == "mcl":
+        return tf.one_hot(tf.argmin(tf.stop_gradient(nll), axis=0), tf.shape(nll)[0], axis=0)
+    return tf.ones_like(nll)
+
+
+def mixture_nll(token_nlls, mask):
+    """The ensemble's own per-token NLL, -log (1/K) sum_k p_k(y_t): the distribution the
+    ensemble decodes with is the members' average (tablegen_tf.ensemble), so this trains the
+    served model. token_nlls [K,B,T]; the mean over the batch's tokens."""
+    import tensorflow as tf
+
+    members = tf.cast(tf.shape(token_nlls)[0], tf.float32)
+    mixed = -(tf.reduce_logsumexp(-token_nlls, 0) - tf.math.log(members))
+    return tf.math.divide_no_nan(tf.reduce_sum(mixed * mask), tf.reduce_sum(mask))
+
+
+def l2_penalty(model):
+    import tensorflow as tf
+
+    return model.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in model.trainable_variables]) if model.l2 else 0.0
 
 
 def joint_step_fn(models, optimizers, objective: str):
@@ -57,19 +81,23 @@ def joint_step_fn(models, optimizers, objective: str):
 
     @tf.function(reduce_retracing=True)
     def step(batch):
-        tokens = tf.reduce_sum(tf.cast(batch["target_mask"], tf.float32), 1)  # [B]
+        mask = tf.cast(batch["target_mask"], tf.float32)
+        tokens = tf.reduce_sum(mask, 1)  # [B]
         with tf.GradientTape(persistent=True) as tape:
-            nll = tf.stack([example_nll(model, batch, training=True) for model in models])  # [K,B]
+            token_nlls = tf.stack([token_nll(model, batch, training=True) for model in models])  # [K,B,T]
+            nll = tf.reduce_sum(token_nlls, 2)  # [K,B]
             won = assignment(nll, objective)
-            # each member: the token mean over the examples it won (eq. above, normalised per member)
-            losses = tf.math.divide_no_nan(tf.reduce_sum(won * nll, 1), tf.reduce_sum(won * tokens, 1))
-            losses = [losses[k] + (model.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in model.trainable_variables])
-                                   if model.l2 else 0.0) for k, model in enumerate(models)]
+            if objective == "mixture":  # one loss; each member's gradient is its part of it
+                losses = tf.fill([len(models)], mixture_nll(token_nlls, mask))
+            else:  # each member: the token mean over the examples it won (eq. above, per member)
+                losses = tf.math.divide_no_nan(tf.reduce_sum(won * nll, 1), tf.reduce_sum(won * tokens, 1))
+            losses = [losses[k] + l2_penalty(model) for k, model in enumerate(models)]
         for model, optimizer, loss in zip(models, optimizers, losses):
             grads = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
         del tape
-        return tf.stack(losses), tf.reduce_sum(won, 1), tf.shape(tokens)[0]
+        member_nll = tf.reduce_sum(nll, 1) / tf.reduce_sum(tokens)  # each member alone, every example
+        return tf.stack(losses), tf.reduce_sum(won, 1), tf.shape(tokens)[0], member_nll
 
     return step
 
@@ -97,8 +125,9 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="writes OUT/<run name> per member")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1, help="the batch order")
-    parser.add_argument("--objective", choices=["mcl", "independent"], default="mcl",
-                        help="mcl: each example trains its best member; independent: every member (the control)")
+    parser.add_argument("--objective", choices=["mcl", "mixture", "independent"], default="mcl",
+                        help="mcl: each example trains its best member; mixture: the members' average "
+                        "distribution's NLL (the ensemble as decoded); independent: every member (the control)")
     args = parser.parse_args()
 
     from risk_finetune import save_run
@@ -114,12 +143,13 @@ def main() -> None:
     batches = iter(members[0][0].featurizer.dataset(args.train, training=True, seed=args.seed).repeat())
     start, won_total, examples = time.time(), 0, 0
     for number in range(1, args.steps + 1):
-        losses, won, rows = step(next(batches))
+        losses, won, rows, alone = step(next(batches))
         won_total, examples = won_total + won.numpy(), examples + int(rows)
         if number % 100 == 0 or number == args.steps:
             shares = " / ".join(f"{100 * w / examples:.0f} %" for w in won_total)
-            print(f"step {number}: losses {' / '.join(f'{x:.3f}' for x in losses.numpy())}; examples won "
-                  f"{shares}; {time.time() - start:.0f}s", flush=True)
+            print(f"step {number}: losses {' / '.join(f'{x:.3f}' for x in losses.numpy())}; each alone "
+                  f"{' / '.join(f'{x:.3f}' for x in alone.numpy())}; examples won {shares}; "
+                  f"{time.time() - start:.0f}s", flush=True)
             won_total, examples = 0, 0
     for run, (trained, _, path) in zip(args.runs, members):
         out = os.path.join(args.out, os.path.basename(os.path.normpath(run)))

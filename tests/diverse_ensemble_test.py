@@ -57,10 +57,21 @@ def test_a_member_trains_on_the_examples_it_won_and_only_then(members, data_dir)
                 if won[k].any() else 0.0 for k, model in enumerate(models)]
     before = [[w.numpy() for w in model.trainable_variables] for model in models]
     optimizers = [tf.keras.optimizers.Adam(1e-2) for _ in models]
-    losses, counts, rows = joint_step_fn(models, optimizers, "mcl")(batch)
+    losses, counts, rows, _ = joint_step_fn(models, optimizers, "mcl")(batch)
     np.testing.assert_allclose(losses.numpy(), expected, rtol=1e-5)
     np.testing.assert_array_equal(counts.numpy(), won.sum(1))
     assert int(rows) == nll.shape[1]
     for k, model in enumerate(models):  # a fresh Adam moves no weight on a zero gradient
         moved = any(not np.array_equal(old, new.numpy()) for old, new in zip(before[k], model.trainable_variables))
         assert moved == bool(won[k].any())
+
+
+def test_the_mixture_loss_is_the_nll_of_the_members_average_probability():
+    from diverse_ensemble import mixture_nll
+
+    # two members, one example of three tokens (the last is padding)
+    token_nlls = tf.constant([[[np.log(2.0), np.log(4.0), 7.0]], [[np.log(4.0), np.log(4.0), 9.0]]], tf.float32)
+    mask = tf.constant([[1.0, 1.0, 0.0]])
+    # token 1: (1/2 + 1/4) / 2 = 3/8; token 2: 1/4
+    expected = -(np.log(3 / 8) + np.log(1 / 4)) / 2
+    np.testing.assert_allclose(float(mixture_nll(token_nlls, mask)), expected, rtol=1e-6)
