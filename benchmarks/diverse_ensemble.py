@@ -115,6 +115,8 @@ def resume(run: str):
     from tablegen_tf.training.trainer import CHECKPOINTS, load_trained, make_optimizer, variables_checkpoint
 
     trained = load_trained(run)
+    if trained.config.model.name != "order-planning":  # token_nll(outputs, memory, ...) is that family's
+        raise SystemExit(f"{run}: an {trained.config.model.name!r} run; this experiment trains order-planning runs")
     optimizer = make_optimizer(trained.config.train.optimizer)
     optimizer.build(trained.model.trainable_variables)
     path = tf.train.latest_checkpoint(os.path.join(run, CHECKPOINTS))
