@@ -75,3 +75,17 @@ def test_the_mixture_loss_is_the_nll_of_the_members_average_probability():
     # token 1: (1/2 + 1/4) / 2 = 3/8; token 2: 1/4
     expected = -(np.log(3 / 8) + np.log(1 / 4)) / 2
     np.testing.assert_allclose(float(mixture_nll(token_nlls, mask)), expected, rtol=1e-6)
+
+
+def test_scheduled_sampling_feeds_the_members_own_words_after_the_start(members, data_dir):  # noqa: F811
+    from diverse_ensemble import sampled_inputs
+
+    model = members[0].model
+    batch = next(iter(members[0].featurizer.dataset(os.path.join(data_dir, "train"), training=True, seed=1)))
+    gold = batch["target_in"].numpy()
+    np.testing.assert_array_equal(sampled_inputs(model, batch, 0.0).numpy(), gold)
+    tf.random.set_seed(1)
+    mixed = sampled_inputs(model, batch, 1.0).numpy()
+    np.testing.assert_array_equal(mixed[:, 0], gold[:, 0])  # <s> stays
+    assert (mixed[:, 1:] != gold[:, 1:]).any()  # an 8-unit model after 4 steps does not sample the references
+    assert mixed.min() >= 0 and mixed.max() < model.word_vocab_size  # words, never copy slots
