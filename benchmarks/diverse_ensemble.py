@@ -23,7 +23,8 @@ RATE, the member's own sampled word instead of the reference's (parallel schedul
 
 Tried on the E2E quality run's members, 2,000 steps (README, "Joint training of the members"):
 selection BLEU 72.89 -> 73.42 (mcl), 73.54 (mixture), 73.68 (independent) on one draw; on a
-second draw mixture 73.17 -> 72.91 and independent 71.99. Not kept.
+second draw mixture 73.17 -> 72.91 and independent 71.99. Scheduled sampling 0.25 (independent):
+73.22 and 72.56. Not kept.
 
     .venv/bin/python benchmarks/diverse_ensemble.py --runs runs/op128-s1 runs/op256-s1 \\
         runs/op256c-s1 --train runs/data/e2e-sel/train --out runs/mcl [--steps 2000]
