@@ -53,13 +53,6 @@ def token_nll(model, batch, training: bool):
     return token * tf.cast(batch["target_mask"], tf.float32)
 
 
-def example_nll(model, batch, training: bool):
-    """[B] summed token NLL of each example's reference (the sequence NLL that MCL compares)."""
-    import tensorflow as tf
-
-    return tf.reduce_sum(token_nll(model, batch, training), 1)
-
-
 def assignment(nll, objective: str):
     """[K,B] 0/1 weights: the member with the lowest NLL per example (mcl), or every member."""
     import tensorflow as tf
@@ -99,12 +92,6 @@ def sampled_inputs(model, batch, rate: float):
     return tf.stop_gradient(tf.where(coin, previous, gold))
 
 
-def l2_penalty(model):
-    import tensorflow as tf
-
-    return model.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in model.trainable_variables]) if model.l2 else 0.0
-
-
 def joint_step_fn(models, optimizers, objective: str, sampling_rate: float = 0.0):
     import tensorflow as tf
 
@@ -117,13 +104,13 @@ def joint_step_fn(models, optimizers, objective: str, sampling_rate: float = 0.0
         with tf.GradientTape(persistent=True) as tape:
             token_nlls = tf.stack([token_nll(model, member_batch, training=True)
                                    for model, member_batch in zip(models, inputs)])  # [K,B,T]
-            nll = tf.reduce_sum(token_nlls, 2)  # [K,B]
+            nll = tf.reduce_sum(token_nlls, 2)  # [K,B]: each example's sequence NLL, what MCL compares
             won = assignment(nll, objective)
             if objective == "mixture":  # one loss; each member's gradient is its part of it
                 losses = tf.fill([len(models)], mixture_nll(token_nlls, mask))
             else:  # each member: the token mean over the examples it won (eq. above, per member)
                 losses = tf.math.divide_no_nan(tf.reduce_sum(won * nll, 1), tf.reduce_sum(won * tokens, 1))
-            losses = [losses[k] + l2_penalty(model) for k, model in enumerate(models)]
+            losses = [losses[k] + model.l2_penalty() for k, model in enumerate(models)]
         for model, optimizer, loss in zip(models, optimizers, losses):
             grads = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
@@ -167,6 +154,7 @@ def main() -> None:
                         "distribution's NLL (the ensemble as decoded); independent: every member (the control)")
     args = parser.parse_args()
 
+    import keras
     from risk_finetune import save_run
 
     members = [resume(run) for run in args.runs]
@@ -176,8 +164,6 @@ def main() -> None:
     for run, (_, _, path) in zip(args.runs, members):
         print(f"{run}: resumed from {path}", flush=True)
     models = [trained.model for trained, _, _ in members]
-    import keras
-
     keras.utils.set_random_seed(args.seed)  # the scheduled samples
     step = joint_step_fn(models, [optimizer for _, optimizer, _ in members], args.objective, args.scheduled_sampling)
     batches = iter(members[0][0].featurizer.dataset(args.train, training=True, seed=args.seed).repeat())

@@ -45,11 +45,11 @@ def members(data_dir, tmp_path_factory):  # noqa: F811
 
 
 def test_a_member_trains_on_the_examples_it_won_and_only_then(members, data_dir):  # noqa: F811
-    from diverse_ensemble import example_nll, joint_step_fn
+    from diverse_ensemble import joint_step_fn, token_nll
 
     models = [trained.model for trained in members]
     batch = next(iter(members[0].featurizer.dataset(os.path.join(data_dir, "train"), training=True, seed=1)))
-    nll = np.stack([example_nll(model, batch, training=False).numpy() for model in models])
+    nll = np.stack([token_nll(model, batch, training=False).numpy().sum(1) for model in models])
     won = (nll == nll.min(0)).astype(np.float32)
     won[1] *= 1 - won[0]  # ties go to the first member
     # the loss a member steps on: its token mean over the examples it won

@@ -339,8 +339,12 @@ class OrderPlanning(GenerationModel):
         nll = self.token_nll(predictions["outputs"], predictions["memory"], batch["target_out"], batch["copy_mask"])
         loss = masked_mean(nll, batch["target_mask"])  # eq. 19 (per token)
         if self.l2 and training:
-            loss += self.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in self.trainable_variables])
+            loss += self.l2_penalty()
         return loss
+
+    def l2_penalty(self):
+        """l2 x the squared weights (the paper's regulariser; 0.0 when ``l2`` is 0)."""
+        return self.l2 * tf.add_n([tf.reduce_sum(tf.square(v)) for v in self.trainable_variables]) if self.l2 else 0.0
 
     # === Step-wise decoding (CONTRACT.md) ===
 
