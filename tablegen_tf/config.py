@@ -95,6 +95,10 @@ class DataConfig:
     # training: each table's values in a new random order every time (a field's words kept
     # together); evaluation and serving read the table's own order
     shuffle_attributes: bool = False
+    # training: a table of n values is read repeat_by_table_size[n] times an epoch (the last
+    # entry for larger tables; [] = once each): moves the training mix of table sizes toward
+    # a test set's larger tables (a covariate-shift correction; README, E2E quality run)
+    repeat_by_table_size: List[int] = dataclasses.field(default_factory=list)
     # training: parsed examples are cached in memory (parsed once, not every epoch) when the
     # example files total at most this many MB on disk (~25x that in memory); 0 = never
     cache_max_mb: int = 16

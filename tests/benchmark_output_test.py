@@ -28,6 +28,21 @@ def test_paired_bootstrap_prints_its_table_and_keeps_stderr_empty(tmp_path):
     assert proc.stderr == ""
 
 
+def test_paired_bootstrap_compares_large_tables_only_when_asked(tmp_path):
+    (tmp_path / "dev.csv").write_text(DEV_CSV + '"name[The Rice], food[Thai], area[city centre]","The Rice is Thai."\n',
+                                      encoding="utf-8")
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.txt").write_text("The Eagle.\nThe Mill.\nThe Rice is Thai.\n", encoding="utf-8")
+    command = [sys.executable, os.path.join(ROOT, "benchmarks", "paired_bootstrap.py"), "--samples", "20",
+               "--format", "e2e", "--input", str(tmp_path / "dev.csv"), str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    proc = subprocess.run(command + ["--min-fields", "3"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 inputs with >= 3 fields, 20 paired bootstrap resamples" in proc.stdout
+    assert "| 100.00 |" in proc.stdout  # only the 3-field table, which both texts match exactly
+    proc = subprocess.run(command + ["--min-fields", "4"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 1 and "--min-fields" in proc.stderr
+
+
 def test_a_benchmarks_own_errors_still_reach_stderr():
     """Only descriptor-level chatter is kept off the console: argparse's usage error (Python's
     stderr) is shown, with its exit status."""

@@ -175,3 +175,31 @@ def test_only_training_batches_are_shuffled(prepared):
     trained = list(ip.make_dataset(prepared, vocabs, config, training=True, seed=1))
     assert sum(int(b["target_out"].shape[0]) for b in trained) == sum(int(b["target_out"].shape[0]) for b in plain)
     assert any(not np.array_equal(a["record_value"], b["record_value"]) for a, b in zip(plain, trained))
+
+
+def test_tables_are_repeated_by_their_number_of_values(prepared):
+    """data.repeat_by_table_size: a training epoch holds each table repeats[n] times for n
+    values (the last count for larger tables); evaluation reads each table once."""
+    vocabs = ip.Vocabularies.load(os.path.join(prepared, "vocab"))
+
+    def sizes(repeats, training=True):
+        config = ip.InputConfig(batch_size=4, shuffle_buffer=0, repeat_by_table_size=repeats)
+        found = []
+        for batch in ip.make_dataset(prepared, vocabs, config, training=training, seed=1):
+            starts = tf.reduce_sum(tf.cast(tf.equal(batch["record_pos_start"], 1), tf.int32), axis=1)
+            found.extend(int(n) for n in starts.numpy())
+        return sorted(found)
+
+    once = sizes(())
+    assert len(set(once)) > 1, "the fixture's tables all have one size: this test could not fail"
+    largest = max(once)
+    repeats = [1] * largest + [3]  # the largest tables three times, every other size once
+    expected = sorted(once + [n for n in once if n == largest] * 2)
+    assert sizes(repeats) == expected
+    assert sizes([0] * largest + [1]) == [n for n in once if n == largest]
+    assert sizes(repeats, training=False) == once
+    with pytest.raises(ValueError, match="repeat_by_table_size"):
+        sizes([1, -1])
+    with pytest.raises(ValueError, match="expand_references"):
+        config = ip.InputConfig(batch_size=4, shuffle_buffer=0, repeat_by_table_size=[1, 2], expand_references=True)
+        ip.make_dataset(prepared, vocabs, config, training=True, seed=1)

@@ -69,6 +69,7 @@ class InputConfig:
     expand_references: bool = False  # training: one example per reference
     shuffle_buffer: int = 10000
     shuffle_attributes: bool = False  # training: each table's values in a new random order
+    repeat_by_table_size: Sequence[int] = ()  # training: reads of a table of n values, by n
     drop_remainder: bool = False
     cache_max_mb: int = 16  # training: parsed examples stay in memory when the files are this small
 
@@ -133,6 +134,27 @@ def shuffle_attributes(features: Dict[str, tf.Tensor], seed: Optional[int] = Non
     new_index = tf.math.invert_permutation(order)
     out["content_plan"] = tf.gather(new_index, features["content_plan"])
     return out
+
+
+def table_size(features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """ONE example's number of table values (a value's words start at p+ = 1)."""
+    if "record_pos_start" not in features:
+        raise ValueError("data.repeat_by_table_size: this example form has no table records to count")
+    return tf.reduce_sum(tf.cast(tf.equal(features["record_pos_start"], 1), tf.int32))
+
+
+def repeat_by_table_size(dataset: tf.data.Dataset, repeats: Sequence[int]) -> tf.data.Dataset:
+    """Each example ``repeats[n]`` times in a row for a table of n values (the last entry for
+    larger tables); a shuffle after it spreads the copies over the epoch."""
+    if any(count < 0 for count in repeats):
+        raise ValueError(f"data.repeat_by_table_size: counts must be >= 0, got {list(repeats)}")
+    counts = tf.constant(list(repeats), tf.int64)
+
+    def copies(features):
+        size = tf.minimum(tf.cast(table_size(features), tf.int64), len(repeats) - 1)
+        return tf.data.Dataset.from_tensors(features).repeat(counts[size])
+
+    return dataset.flat_map(copies)
 
 
 class ExampleParser:
@@ -265,6 +287,8 @@ def make_dataset(
     else:
         dataset = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=tf.data.AUTOTUNE)
     if config.expand_references:  # shuffled by table, so a table's references stay together
+        if training and config.repeat_by_table_size:
+            raise ValueError("data.repeat_by_table_size: not with data.expand_references (count rows, not tables)")
         if shuffle:
             dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.flat_map(parser.per_reference)
@@ -273,6 +297,8 @@ def make_dataset(
         if fits_cache:
             # Parsing costs ~13 % of a small model's training step on 2 cores: do it once.
             dataset = dataset.cache()
+        if training and config.repeat_by_table_size:  # after the cache, before the shuffle
+            dataset = repeat_by_table_size(dataset, config.repeat_by_table_size)
         if shuffle:  # after the ordered map: the same permutation as shuffling the records
             dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if training and config.shuffle_attributes:  # after the cache: a new order every epoch
