@@ -35,11 +35,6 @@ sys.path.insert(0, ROOT)  # tablegen_tf, when run as a script
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def table_size(example) -> int:
-    """Distinct fields of a table: E2E's attribute count (its records repeat a field per token)."""
-    return len(set(example.fields))
-
-
 def size_mix(mean: float, fields: int, min_size: int) -> Dict[int, float]:
     """P(size) when a table holds its first field and each of the other FIELDS - 1 with the
     probability that makes the mean MEAN, renormalised over sizes >= MIN_SIZE."""
@@ -85,7 +80,7 @@ def reweighted_bleu(hyps: Sequence[str], refs: Sequence[List[str]], sizes: Seque
 
 def main() -> None:
     from novel_tables import scores
-    from paired_bootstrap import add_input_arguments, examples as read_examples
+    from paired_bootstrap import add_input_arguments, examples as read_examples, table_size
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_input_arguments(parser)

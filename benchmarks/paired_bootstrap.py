@@ -31,12 +31,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def references(format_name: str, path: str, split: str, selection_fraction: float, run: str = None):
-    """Per distinct input, its reference texts (as `tablegen evaluate` scores them: with the
-    run's tokenizer settings, which matter only for corpora without raw references)."""
-    return [example.all_references() for example in examples(format_name, path, split, selection_fraction, run)]
-
-
 def examples(format_name: str, path: str, split: str, selection_fraction: float, run: str = None):
     """The split's distinct inputs, built as `tablegen evaluate` builds them (with references)."""
     sys.path.insert(0, ROOT)
@@ -47,6 +41,11 @@ def examples(format_name: str, path: str, split: str, selection_fraction: float,
     tokenizer = load_run_config(run).tokenizer if run else TokenizerConfig()
     raws, _ = inference.read_inputs(format_name, path, split, selection_fraction)
     return inference.build(raws, tokenizer, needs_text=True)[0]
+
+
+def table_size(example) -> int:
+    """Distinct fields of a table: E2E's attribute count (its records repeat a field per token)."""
+    return len(set(example.fields))
 
 
 def compare(systems, refs, samples: int, seed: int):
@@ -84,7 +83,7 @@ def main() -> None:
         parser.error("pass a baseline and at least one candidate")
     inputs = examples(args.format, args.input, args.split, args.selection_fraction, args.model)
     refs = [example.all_references() for example in inputs]
-    kept = [len(set(example.fields)) >= args.min_fields for example in inputs]
+    kept = [table_size(example) >= args.min_fields for example in inputs]
     systems = []
     for path in args.hypotheses:
         with open(path, encoding="utf-8") as handle:
