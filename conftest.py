@@ -28,3 +28,13 @@ def pytest_unconfigure(config):
     else:
         os.environ["TMPDIR"] = _SAVED["TMPDIR"]
     shutil.rmtree(_SAVED.pop("directory"), ignore_errors=True)
+
+
+# `-n auto` (pyproject addopts) means this many workers: each holds TensorFlow and a few trained
+# models (~4 GB at its peak), and a test often trains on both cores itself, so more workers than two
+# buy little and risk memory on small hosts. PYTEST_XDIST_AUTO_NUM_WORKERS=N overrides.
+MAX_TEST_WORKERS = 2
+
+
+def pytest_xdist_auto_num_workers(config):
+    return max(1, min(MAX_TEST_WORKERS, len(os.sched_getaffinity(0))))
