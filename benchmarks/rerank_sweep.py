@@ -8,7 +8,10 @@ each weight then picks one beam per table by ``score - W x count``, the count
 `tablegen evaluate --beam-size B --length-penalty A --coverage-rerank-weight W` (or
 ``--slot-rerank-weight W``; checked: selection bleu_webnlg 54.6322 both ways at beam 10,
 lp 1.0, W 2) at one search per (B, A) instead of one per weight. ``--ensemble`` decodes
-with the runs' averaged distributions, as `tablegen evaluate --ensemble` does. Prints one
+with the runs' averaged distributions, as `tablegen evaluate --ensemble` does. Two trials outside
+the graph add a gain per beam: ``--mbr-weights`` (expected BLEU against the other beams) and
+``--retrieval-weights`` (BLEU against delexicalized training references of tables with the same
+fields, from the rows outside the selection split). Prints one
 markdown row per setting: challenge BLEU (``bleu_webnlg``, with its brevity penalty) for
 WebNLG formats, else ``bleu``; coverage, slot error rate, hallucination, mean words.
 
@@ -21,6 +24,7 @@ WebNLG formats, else ``bleu``; coverage, slot error rate, hallucination, mean wo
 """
 
 import argparse
+import re
 import dataclasses
 import itertools
 import os
@@ -89,6 +93,66 @@ def expected_bleu(tables) -> list:
     return gains
 
 
+# Fields whose value stays in the retrieval key (it changes the sentence's shape: "is not
+# family-friendly"); every other value is replaced by its field's placeholder.
+KEPT_VALUES = ("familyfriendly",)
+
+
+def _tokens(text: str) -> str:
+    """Lower-cased, every non-alphanumeric character its own token: one form for raw and
+    pre-tokenized text ("£20-25" and "£ 20 - 25" -> "£ 20 - 25")."""
+    return " ".join(re.sub(r"([^\w\s])", r" \1 ", text.lower()).split())
+
+
+def _delexicalized(text: str, items) -> str:
+    """``_tokens(text)`` with each table value (longest first) replaced by its field's
+    placeholder: "The Eagle is a pub." -> "xnamex is a xeattypex ."."""
+    text = f" {_tokens(text)} "
+    for item in sorted(items, key=lambda i: -len(i.value)):
+        if item.field.lower() not in KEPT_VALUES and item.value.strip():
+            placeholder = "x" + "".join(ch for ch in item.field.lower() if ch.isalnum()) + "x"
+            text = text.replace(f" {_tokens(item.value)} ", f" {placeholder} ")
+    return text.strip()
+
+
+def _retrieval_key(items) -> tuple:
+    return tuple(sorted((i.field.lower(), i.value if i.field.lower() in KEPT_VALUES else "") for i in items))
+
+
+def training_pseudo_references(format_name: str, path: str, fraction: float, per_key: int) -> dict:
+    """retrieval key -> up to ``per_key`` delexicalized references of the training MRs (the
+    rows outside the selection split) that share the key: the same fields and kept values."""
+    import hashlib
+
+    from tablegen_tf.readers import get_reader
+    from tablegen_tf.readers.base import RawTable, in_selection
+
+    reader = get_reader(format_name)
+    pools: dict = {}
+    for unit in reader.input_units(path, "train"):
+        for raw in reader.read(unit, "train"):
+            if isinstance(raw, RawTable) and not in_selection(raw, fraction):
+                pools.setdefault(_retrieval_key(raw.items), set()).update(
+                    _delexicalized(text, raw.items) for text in raw.texts)
+    # A fixed sample per key (by hash, not input order) bounds the cost of large pools.
+    return {key: sorted(pool, key=lambda t: hashlib.sha256(t.encode()).digest())[:per_key]
+            for key, pool in pools.items()}
+
+
+def retrieval_bleu(tables, raws, pools) -> list:
+    """Per table, each kept beam's sentence BLEU / 100 (delexicalized, lower-cased) against the
+    training references of tables shaped like it (``training_pseudo_references``); 0 without any."""
+    from sacrebleu.metrics import BLEU
+
+    bleu = BLEU(tokenize="none", effective_order=True)
+    gains = []
+    for beams, raw in zip(tables, raws):
+        references = pools.get(_retrieval_key(raw.items), [])
+        gains.append([bleu.sentence_score(_delexicalized(b[0], raw.items), references).score / 100
+                      if references else 0.0 for b in beams])
+    return gains
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
@@ -115,6 +179,12 @@ def main() -> None:
                         help="minimum Bayes risk: each beam also gains B x its expected sentence BLEU "
                         "(/100) against the table's other kept beams, weighted by their model "
                         "probabilities (a trial outside the graph; default: %(default)s, off)")
+    parser.add_argument("--retrieval-weights", type=float, nargs="+", default=[0.0],
+                        help="each beam also gains R x its sentence BLEU (/100, values delexicalized) "
+                        "against training references of tables with the same fields (the rows outside "
+                        "the selection split; a trial outside the graph; default: %(default)s, off)")
+    parser.add_argument("--retrieval-references", type=int, default=100, metavar="K",
+                        help="at most K training references per table shape (default: %(default)s)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tables (0 = all)")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
@@ -126,28 +196,35 @@ def main() -> None:
 
     trained = load_ensemble([args.model, *args.ensemble], args.ensemble_weights)
     raws, _ = inference.read_inputs(args.format, args.input, args.split, args.selection_fraction)
-    examples = inference.build(raws[: args.limit or None], trained.config.tokenizer, needs_text=True)[0]
+    raws = raws[: args.limit or None]
+    examples = inference.build(raws, trained.config.tokenizer, needs_text=True)[0]
     webnlg = args.format.startswith("webnlg")
     metric = "bleu_webnlg" if webnlg else "bleu"
     refs = [[" ".join(webnlg_challenge_tokens(t)) for t in e.all_references()] for e in examples]  # challenge BP
-    print(f"| beam | length penalty | alpha | MBR | W | {metric} | brevity penalty | coverage | slot errors | "
+    pools = (training_pseudo_references(args.format, args.input, args.selection_fraction,
+                                        args.retrieval_references) if any(args.retrieval_weights) else {})
+    assert not pools or len(raws) == len(examples), "retrieval needs one example per input table"
+    print(f"| beam | length penalty | alpha | MBR | R | W | {metric} | brevity penalty | coverage | slot errors | "
           "hallucination | words |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for beam in args.beams:
         for length_penalty in args.length_penalties:
             tables = kept_beams(trained, examples, beam, length_penalty, args.rerank,
                                 end_penalty=args.slot_end_penalty, listener=any(args.pragmatic_alphas))
-            consensus = expected_bleu(tables) if any(args.mbr_weights) else [[0.0] * len(b) for b in tables]
-            for alpha, weight, mbr in itertools.product(args.pragmatic_alphas, args.weights, args.mbr_weights):
+            zeros = [[0.0] * len(b) for b in tables]
+            consensus = expected_bleu(tables) if any(args.mbr_weights) else zeros
+            retrieved = retrieval_bleu(tables, raws, pools) if pools else zeros
+            for alpha, weight, mbr, retrieval in itertools.product(args.pragmatic_alphas, args.weights,
+                                                                   args.mbr_weights, args.retrieval_weights):
                 texts = [beams[max(range(len(beams)), key=lambda k: (1 - alpha) * beams[k][1] + alpha * beams[k][3]
-                                   + mbr * gains[k] - weight * beams[k][2])][0]
-                         for beams, gains in zip(tables, consensus)]
+                                   + mbr * gains[k] + retrieval * near[k] - weight * beams[k][2])][0]
+                         for beams, gains, near in zip(tables, consensus, retrieved)]
                 scores = inference.evaluate(examples, texts, format_name=args.format)
                 bp = BLEU(tokenize="none", smooth_method="none").corpus_score(
                     [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
                 ser = scores.get("slot_error_rate")
                 words = sum(len(t.split()) for t in texts) / max(len(texts), 1)
-                print(f"| {beam} | {length_penalty} | {alpha} | {mbr} | {weight} | {scores[metric]:.2f} | {bp:.3} | "
+                print(f"| {beam} | {length_penalty} | {alpha} | {mbr} | {retrieval} | {weight} | {scores[metric]:.2f} | {bp:.3} | "
                       f"{scores['table_coverage']:.3f} | {'' if ser is None else f'{100 * ser:.2f} %'} | "
                       f"{100 * scores['hallucination_rate']:.2f} % | {words:.1f} |", flush=True)
 

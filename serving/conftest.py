@@ -11,7 +11,12 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from serving import testing  # noqa: E402  (after the TF log level is set)
+from tablegen_tf import logs  # noqa: E402
+
+# TF's start-up lines (absl, oneDNN, cuInit) ignore the level above; a pytest-xdist worker loads
+# this file before its output is captured, so the import's chatter goes to the log, not the console.
+with logs.capture_output():
+    from serving import testing  # noqa: E402
 
 
 @pytest.fixture(scope="session")
