@@ -109,14 +109,19 @@ def _delexicalized(text: str, items) -> str:
     placeholder: "The Eagle is a pub." -> "xnamex is a xeattypex ."."""
     text = f" {_tokens(text)} "
     for item in sorted(items, key=lambda i: -len(i.value)):
-        if item.field.lower() not in KEPT_VALUES and item.value.strip():
-            placeholder = "x" + "".join(ch for ch in item.field.lower() if ch.isalnum()) + "x"
+        if _field(item.field) not in KEPT_VALUES and item.value.strip():
+            placeholder = f"x{_field(item.field)}x"
             text = text.replace(f" {_tokens(item.value)} ", f" {placeholder} ")
     return text.strip()
 
 
+def _field(name: str) -> str:
+    """One spelling per field across readers: "customer rating" (csv), "customerrating" (aligned)."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
 def _retrieval_key(items) -> tuple:
-    return tuple(sorted((i.field.lower(), i.value if i.field.lower() in KEPT_VALUES else "") for i in items))
+    return tuple(sorted((_field(i.field), i.value if _field(i.field) in KEPT_VALUES else "") for i in items))
 
 
 def training_pseudo_references(format_name: str, path: str, fraction: float, per_key: int) -> dict:
@@ -183,8 +188,14 @@ def main() -> None:
                         help="each beam also gains R x its sentence BLEU (/100, values delexicalized) "
                         "against training references of tables with the same fields (the rows outside "
                         "the selection split; a trial outside the graph; default: %(default)s, off)")
+    parser.add_argument("--retrieval-input", nargs=3, default=None, metavar=("FORMAT", "PATH", "FRACTION"),
+                        help="training rows to retrieve from, and the selection fraction left out of them "
+                        "(default: --format, --input and --selection-fraction; give it when scoring dev)")
     parser.add_argument("--retrieval-references", type=int, default=100, metavar="K",
                         help="at most K training references per table shape (default: %(default)s)")
+    parser.add_argument("--write-texts", default=None, metavar="DIR",
+                        help="also write each setting's texts to DIR/<row>.txt, one line per table "
+                        "(for benchmarks/paired_bootstrap.py)")
     parser.add_argument("--limit", type=int, default=0, help="only the first N tables (0 = all)")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
@@ -201,8 +212,9 @@ def main() -> None:
     webnlg = args.format.startswith("webnlg")
     metric = "bleu_webnlg" if webnlg else "bleu"
     refs = [[" ".join(webnlg_challenge_tokens(t)) for t in e.all_references()] for e in examples]  # challenge BP
-    pools = (training_pseudo_references(args.format, args.input, args.selection_fraction,
-                                        args.retrieval_references) if any(args.retrieval_weights) else {})
+    source = args.retrieval_input or (args.format, args.input, args.selection_fraction)
+    pools = (training_pseudo_references(source[0], source[1], float(source[2]), args.retrieval_references)
+             if any(args.retrieval_weights) else {})
     assert not pools or len(raws) == len(examples), "retrieval needs one example per input table"
     print(f"| beam | length penalty | alpha | MBR | R | W | {metric} | brevity penalty | coverage | slot errors | "
           "hallucination | words |")
@@ -220,6 +232,11 @@ def main() -> None:
                                    + mbr * gains[k] + retrieval * near[k] - weight * beams[k][2])][0]
                          for beams, gains, near in zip(tables, consensus, retrieved)]
                 scores = inference.evaluate(examples, texts, format_name=args.format)
+                if args.write_texts:
+                    os.makedirs(args.write_texts, exist_ok=True)
+                    name = f"beam{beam}-lp{length_penalty}-a{alpha}-mbr{mbr}-r{retrieval}-w{weight}.txt"
+                    with open(os.path.join(args.write_texts, name), "w", encoding="utf-8") as out:
+                        out.writelines(f"{text}\n" for text in texts)
                 bp = BLEU(tokenize="none", smooth_method="none").corpus_score(
                     [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
                 ser = scores.get("slot_error_rate")
