@@ -24,10 +24,10 @@ WebNLG formats, else ``bleu``; coverage, slot error rate, hallucination, mean wo
 """
 
 import argparse
-import re
 import dataclasses
 import itertools
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -98,6 +98,11 @@ def expected_bleu(tables) -> list:
 KEPT_VALUES = ("familyfriendly",)
 
 
+def _field(name: str) -> str:
+    """One spelling per field across readers: "customer rating" (csv), "customerrating" (aligned)."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
 def _tokens(text: str) -> str:
     """Lower-cased, every non-alphanumeric character its own token: one form for raw and
     pre-tokenized text ("£20-25" and "£ 20 - 25" -> "£ 20 - 25")."""
@@ -113,11 +118,6 @@ def _delexicalized(text: str, items) -> str:
             placeholder = f"x{_field(item.field)}x"
             text = text.replace(f" {_tokens(item.value)} ", f" {placeholder} ")
     return text.strip()
-
-
-def _field(name: str) -> str:
-    """One spelling per field across readers: "customer rating" (csv), "customerrating" (aligned)."""
-    return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
 def _retrieval_key(items) -> tuple:
@@ -215,7 +215,8 @@ def main() -> None:
     source = args.retrieval_input or (args.format, args.input, args.selection_fraction)
     pools = (training_pseudo_references(source[0], source[1], float(source[2]), args.retrieval_references)
              if any(args.retrieval_weights) else {})
-    assert not pools or len(raws) == len(examples), "retrieval needs one example per input table"
+    if pools and len(raws) != len(examples):
+        parser.error(f"--retrieval-weights: {len(raws) - len(examples)} of {len(raws)} tables have no reference")
     print(f"| beam | length penalty | alpha | MBR | R | W | {metric} | brevity penalty | coverage | slot errors | "
           "hallucination | words |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
