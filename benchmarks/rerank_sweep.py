@@ -98,11 +98,6 @@ def expected_bleu(tables) -> list:
 KEPT_VALUES = ("familyfriendly",)
 
 
-def _field(name: str) -> str:
-    """One spelling per field across readers: "customer rating" (csv), "customerrating" (aligned)."""
-    return "".join(ch for ch in name.lower() if ch.isalnum())
-
-
 def _tokens(text: str) -> str:
     """Lower-cased, every non-alphanumeric character its own token: one form for raw and
     pre-tokenized text ("£20-25" and "£ 20 - 25" -> "£ 20 - 25")."""
@@ -112,16 +107,21 @@ def _tokens(text: str) -> str:
 def _delexicalized(text: str, items) -> str:
     """``_tokens(text)`` with each table value (longest first) replaced by its field's
     placeholder: "The Eagle is a pub." -> "xnamex is a xeattypex ."."""
+    from tablegen_tf.metrics.slot_metrics import attribute_key  # "customer rating" -> "customerrating"
+
     text = f" {_tokens(text)} "
     for item in sorted(items, key=lambda i: -len(i.value)):
-        if _field(item.field) not in KEPT_VALUES and item.value.strip():
-            placeholder = f"x{_field(item.field)}x"
-            text = text.replace(f" {_tokens(item.value)} ", f" {placeholder} ")
+        field = attribute_key(item.field)
+        if field not in KEPT_VALUES and item.value.strip():
+            text = text.replace(f" {_tokens(item.value)} ", f" x{field}x ")
     return text.strip()
 
 
 def _retrieval_key(items) -> tuple:
-    return tuple(sorted((_field(i.field), i.value if _field(i.field) in KEPT_VALUES else "") for i in items))
+    from tablegen_tf.metrics.slot_metrics import attribute_key
+
+    fields = [(attribute_key(i.field), i.value) for i in items]
+    return tuple(sorted((field, value if field in KEPT_VALUES else "") for field, value in fields))
 
 
 def training_pseudo_references(format_name: str, path: str, fraction: float, per_key: int) -> dict:
