@@ -9,7 +9,9 @@ each weight then picks one beam per table by ``score - W x count``, the count
 ``--slot-rerank-weight W``; checked: selection bleu_webnlg 54.6322 both ways at beam 10,
 lp 1.0, W 2) at one search per (B, A) instead of one per weight. ``--ensemble`` decodes
 with the runs' averaged distributions, as `tablegen evaluate --ensemble` does. Two trials outside
-the graph add a gain per beam: ``--mbr-weights`` (expected BLEU against the other beams) and
+the graph add a gain per beam: ``--mbr-weights`` (expected BLEU against the other beams, or with
+``--mbr-samples`` against draws of the model; `tablegen evaluate --mbr-weight` is the built
+version, with BLEU on token ids and other draws) and
 ``--retrieval-weights`` (BLEU against delexicalized training references of tables with the same
 fields, from the rows outside the selection split). Prints one
 markdown row per setting: challenge BLEU (``bleu_webnlg``, with its brevity penalty) for
@@ -69,6 +71,52 @@ def kept_beams(trained, examples, beam: int, length_penalty: float, rerank: str 
             tables.append([(t.decode("utf-8"), float(s), int(m), float(h))
                            for t, s, m, h in zip(texts, scores, missed, heard) if s > NEG_INF / 2])
     return tables
+
+
+def sampled_texts(trained, examples, samples: int, epsilon: float, temperature: float, rerank: str = "slot",
+                  seed: int = 1, batch_size: int = 16) -> list:
+    """-> per table, ``samples`` draws of the model as kept_beams' tuples (text, score, count,
+    0): epsilon sampling (``tablegen_tf.decoding.sampling``), without the end gate (the
+    evidence is the model's own distribution); score: the draw's log-probability."""
+    import tensorflow as tf
+
+    from tablegen_tf.constants import EOS_ID
+    from tablegen_tf.decoding.common import tile_batch
+    from tablegen_tf.decoding.sampling import sample_search
+    from tablegen_tf.generation import search_inputs
+    from tablegen_tf.metrics.fact_graph import missed_table_facts
+    from tablegen_tf.metrics.slot_graph import slot_errors
+
+    featurizer = trained.featurizer
+    decode = dataclasses.replace(trained.config.decode, beam_size=samples)
+
+    @tf.function(reduce_retracing=True)
+    def run(batch):
+        _, state, start, step_fn, _ = search_inputs(trained.model, batch, decode, tiled=True)
+        ids, lengths, scores = sample_search(step_fn, tile_batch(start, samples), tile_batch(state, samples),
+                                             decode.max_length, EOS_ID, samples, seed, temperature, epsilon)
+        texts = featurizer.rows_text(ids, lengths, tile_batch(featurizer.copy_texts(batch), samples))
+        fields, values, mask = tile_batch(featurizer.slot_table(batch), samples)
+        count = (slot_errors(fields, values, mask, texts) if rerank == "slot"
+                 else missed_table_facts(fields, values, mask, texts, featurizer.tokenizer))
+        return [tf.reshape(x, [-1, samples]) for x in (texts, scores, count)]
+
+    tables = []
+    for batch in featurizer.ordered_batches([e.serialize() for e in examples], batch_size):
+        for texts, scores, count in zip(*(x.numpy() for x in run(batch))):
+            tables.append([(t.decode("utf-8"), float(s), int(c), 0.0) for t, s, c in zip(texts, scores, count)])
+    return tables
+
+
+def sampled_bleu(tables, evidence) -> list:
+    """Per table, each kept beam's mean sentence BLEU / 100 (lowercased, 13a) against the
+    table's samples (``sampled_texts``): minimum Bayes risk with the model's samples as the
+    evidence, each sample weighing the same (they are draws of its distribution)."""
+    from sacrebleu.metrics import BLEU
+
+    bleu = BLEU(lowercase=True, effective_order=True)
+    return [[sum(bleu.sentence_score(b[0], [s[0]]).score for s in samples) / len(samples) / 100 for b in beams]
+            for beams, samples in zip(tables, evidence)]
 
 
 def expected_bleu(tables) -> list:
@@ -184,6 +232,15 @@ def main() -> None:
                         help="minimum Bayes risk: each beam also gains B x its expected sentence BLEU "
                         "(/100) against the table's other kept beams, weighted by their model "
                         "probabilities (a trial outside the graph; default: %(default)s, off)")
+    parser.add_argument("--mbr-samples", type=int, default=0, metavar="S",
+                        help="with --mbr-weights: the evidence is S samples of the model per table "
+                        "(epsilon sampling) instead of the other kept beams (default: %(default)s)")
+    parser.add_argument("--sample-candidates", action="store_true",
+                        help="--mbr-samples: the samples are also candidates, beside the kept beams")
+    parser.add_argument("--sample-epsilon", type=float, default=0.02,
+                        help="--mbr-samples: tokens below this probability are not drawn (default: %(default)s)")
+    parser.add_argument("--sample-temperature", type=float, default=1.0,
+                        help="--mbr-samples: the sampling temperature (default: %(default)s)")
     parser.add_argument("--retrieval-weights", type=float, nargs="+", default=[0.0],
                         help="each beam also gains R x its sentence BLEU (/100, values delexicalized) "
                         "against training references of tables with the same fields (the rows outside "
@@ -225,7 +282,15 @@ def main() -> None:
             tables = kept_beams(trained, examples, beam, length_penalty, args.rerank,
                                 end_penalty=args.slot_end_penalty, listener=any(args.pragmatic_alphas))
             zeros = [[0.0] * len(b) for b in tables]
-            consensus = expected_bleu(tables) if any(args.mbr_weights) else zeros
+            if any(args.mbr_weights) and args.mbr_samples:
+                evidence = sampled_texts(trained, examples, args.mbr_samples, args.sample_epsilon,
+                                         args.sample_temperature, args.rerank)
+                if args.sample_candidates:
+                    tables = [beams + samples for beams, samples in zip(tables, evidence)]
+                    zeros = [[0.0] * len(b) for b in tables]
+                consensus = sampled_bleu(tables, evidence)
+            else:
+                consensus = expected_bleu(tables) if any(args.mbr_weights) else zeros
             retrieved = retrieval_bleu(tables, raws, pools) if pools else zeros
             for alpha, weight, mbr, retrieval in itertools.product(args.pragmatic_alphas, args.weights,
                                                                    args.mbr_weights, args.retrieval_weights):

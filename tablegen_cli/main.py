@@ -379,6 +379,16 @@ def _add_rerank_arguments(parser) -> None:
                              "| beam), L0 against the table with one attribute left out at a time (Shen et "
                              "al. 2019; costs one scoring pass per beam and attribute; default: the run's "
                              "decode.pragmatic_alpha, 0 = off)")
+    parser.add_argument("--mbr-weight", type=float, default=None,
+                        help="minimum Bayes risk: each kept beam also gains M x its mean sentence BLEU (0-1) "
+                             "against --mbr-samples draws of the model, so the beam most like what the model "
+                             "would say wins (costs the draws' decoding; default: the run's decode.mbr_weight, "
+                             "0 = off)")
+    parser.add_argument("--mbr-samples", type=int, default=None, metavar="S",
+                        help="draws per input for --mbr-weight (default: the run's decode.mbr_samples)")
+    parser.add_argument("--mbr-seed", type=int, default=None,
+                        help="the draws' seed for --mbr-weight: one seed gives one text per input, in any "
+                             "batch (default: the run's decode.mbr_seed)")
 
 
 def _add_evaluate(subparsers) -> None:
@@ -468,7 +478,8 @@ def _decode_overrides(args) -> dict:
     """decode config fields the command line sets."""
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
     for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight", "slot_end_penalty",
-                "pragmatic_alpha", "parallel_searches"):
+                "pragmatic_alpha", "mbr_weight", "mbr_samples", "mbr_seed",
+                "parallel_searches"):
         if getattr(args, key, None) is not None:
             overrides[key] = getattr(args, key)
     return overrides

@@ -159,6 +159,15 @@ class DecodeConfig:
     # (1 - alpha) x score + alpha x log L0(table | beam) against the table's omission
     # distractors, before the reranking weights; 0 = off. Tables only.
     pragmatic_alpha: float = 0.0
+    # Minimum Bayes risk (tablegen_tf.reranking): each kept beam also gains this weight x its
+    # mean sentence BLEU (0-1) against mbr_samples draws of the model (epsilon sampling,
+    # tablegen_tf.decoding.sampling, tokens below mbr_epsilon never drawn; seed mbr_seed, so
+    # the same input gets the same text in any batch); 0 = off. Costs mbr_samples sampled
+    # decodes per input.
+    mbr_weight: float = 0.0
+    mbr_samples: int = 32
+    mbr_epsilon: float = 0.02
+    mbr_seed: int = 1
     # A batch of at least tablegen_tf.generation.PARALLEL_MIN_BATCH inputs is searched as
     # this many parts side by side (the same beams; scores may differ in the last bit,
     # tablegen_tf.decoding.beam's _in_parallel_parts): on a CPU of a few cores one search's
@@ -168,6 +177,10 @@ class DecodeConfig:
     def __post_init__(self):
         if self.parallel_searches < 1:
             raise ConfigError(f"decode.parallel_searches must be >= 1, got {self.parallel_searches}")
+        if self.mbr_weight < 0 or self.mbr_samples < 1 or not 0.0 <= self.mbr_epsilon < 1.0:
+            raise ConfigError(f"decode.mbr_weight must be >= 0 (got {self.mbr_weight}), decode.mbr_samples "
+                              f">= 1 (got {self.mbr_samples}) and decode.mbr_epsilon in [0, 1) (got "
+                              f"{self.mbr_epsilon})")
         if not 0.0 <= self.pragmatic_alpha <= 1.0:
             raise ConfigError(f"decode.pragmatic_alpha must be between 0 (off) and 1 (the listener "
                               f"alone), got {self.pragmatic_alpha}")

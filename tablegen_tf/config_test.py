@@ -136,3 +136,10 @@ def test_a_pragmatic_alpha_outside_0_1_is_refused_with_the_key():
     with pytest.raises(ConfigError, match="decode.pragmatic_alpha must be between 0"):
         DecodeConfig(pragmatic_alpha=1.5)
     assert DecodeConfig(pragmatic_alpha=1.0).pragmatic_alpha == 1.0
+
+
+def test_mbr_settings_out_of_range_are_refused_with_the_keys():
+    for settings in ({"mbr_weight": -1.0}, {"mbr_samples": 0}, {"mbr_epsilon": 1.0}):
+        with pytest.raises(ConfigError, match="decode.mbr_weight must be >= 0"):
+            DecodeConfig(**settings)
+    assert DecodeConfig(mbr_weight=50.0, mbr_samples=8).mbr_samples == 8

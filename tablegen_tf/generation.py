@@ -6,6 +6,7 @@ Plain TF (tf.function-friendly): the same code runs in training-time validation,
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, Optional
 
 import tensorflow as tf
@@ -15,8 +16,9 @@ from tablegen_tf.constants import BOS_ID, EOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.data.featurizer import output_positions, token_strings
 from tablegen_tf.decoding import beam_search, constrained_beam_search, greedy_search
 from tablegen_tf.decoding.common import switch_case, tile_batch
+from tablegen_tf.decoding.sampling import sample_search
 from tablegen_tf.metrics.slot_graph import KNOWN_ATTRIBUTES, slot_error_kinds, slot_errors
-from tablegen_tf.reranking import beam_reranker, slot_end_gate
+from tablegen_tf.reranking import beam_reranker, slot_end_gate, token_counts
 
 
 # Batches of at most this many entries run each beam-search step as one XLA computation
@@ -146,6 +148,27 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     return ids, lengths, scores, memory
 
 
+def mbr_sampler(model, features, config: DecodeConfig):
+    """-> a callable drawing ``config.mbr_samples`` texts of the model per input for minimum
+    Bayes risk reranking (ids [B, S, T], token counts [B, S]; epsilon sampling without the
+    end gate: the model's own distribution), or None when ``config.mbr_weight`` is 0. A
+    callable, so the draws run only where the reranker runs (not in a greedy branch)."""
+    if config.mbr_weight <= 0:
+        return None
+    samples = int(config.mbr_samples)
+
+    def draw():
+        sampling = dataclasses.replace(config, beam_size=samples)  # memory tiled to S rows per input
+        _, state, start, step_fn, _ = search_inputs(model, features, sampling, tiled=True)
+        ids, lengths, _ = sample_search(step_fn, tile_batch(start, samples), tile_batch(state, samples),
+                                        config.max_length, EOS_ID, samples, config.mbr_seed,
+                                        epsilon=config.mbr_epsilon)
+        ids = tf.reshape(ids, [-1, samples, tf.shape(ids)[1]])
+        return ids, token_counts(ids, tf.reshape(lengths, [-1, samples]))
+
+    return draw
+
+
 def _chosen(index, *beams):
     return tuple(tf.gather(x, index, batch_dims=1) for x in beams)
 
@@ -154,7 +177,7 @@ def decode_text(model, featurizer, features, config: DecodeConfig, must_include=
     """-> (detokenized text [B], scores [B], memory); with ``decode.slot_rerank_weight`` or
     ``coverage_rerank_weight`` the beams are reranked by slot errors / table coverage (the
     SavedModel runs this too)."""
-    choose = beam_reranker(featurizer, features, config, model)
+    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, features, config))
     ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose,
                                               slot_end_gate(featurizer, features, config))
     return featurizer.output_text(features, ids, lengths), scores, memory
@@ -225,7 +248,7 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
                                        step_memory=step_memory, jit_max_batch=_jit_max_batch(model, end_gate),
                                        parallel_searches=config.parallel_searches,
                                        parallel_min_batch=PARALLEL_MIN_BATCH)
-    choose = beam_reranker(featurizer, features, config, model)
+    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, features, config))
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])
     return ids, lengths, scores, chosen, memory

@@ -10,7 +10,11 @@ best ``score - slot_weight * slot errors - coverage_weight * missed fact words``
   table: WebNLG outputs that drop triples lose to ones that realise them.
 With ``pragmatic_alpha`` the model score is first mixed with a listener's: how well the
 beam singles out its table among the table's omission distractors (tablegen_tf.pragmatics,
-Shen et al. 2019). It runs inside ``generate_text`` and so inside the SavedModel: served
+Shen et al. 2019). With ``mbr_weight`` each beam also gains the weight x its mean sentence
+BLEU against samples of the model (minimum Bayes risk, Kumar & Byrne 2004; samples as the
+evidence, Freitag et al. 2023): the beam most like what the model would say, not merely
+its single most probable text, which for E2E is a template most references do not use
+("X is a coffee shop providing ..."). It runs inside ``generate_text`` and so inside the SavedModel: served
 text is the evaluated text.  Constrained search keeps its order first: a hypothesis that meets every
 ``must_include`` phrase beats one that does not.
 
@@ -28,41 +32,61 @@ import tensorflow as tf
 
 from tablegen_tf.config import DecodeConfig
 from tablegen_tf.constants import EOS_ID, NEG_INF
+from tablegen_tf.data.featurizer import output_positions
+from tablegen_tf.metrics.bleu_graph import sentence_bleu
 from tablegen_tf.metrics.fact_graph import missed_table_facts
 from tablegen_tf.metrics.slot_graph import missed_slots, slot_errors
 from tablegen_tf.pragmatics import listener_log_probs
 
 
-def beam_reranker(featurizer, features, config: DecodeConfig, model=None):
+def beam_reranker(featurizer, features, config: DecodeConfig, model=None, samples=None):
     """-> ``choose(ids [B, K, T], lengths [B, K], scores [B, K], satisfied [B, K] or None)
-    -> index [B]``, or None when the featurizer's inputs are not tables or ``config`` turns
-    every term off (``slot_rerank_weight``, ``coverage_rerank_weight``, and
-    ``pragmatic_alpha``, which needs ``model``: tablegen_tf.pragmatics)."""
+    -> index [B]``, or None when ``config`` turns every term off: ``slot_rerank_weight``,
+    ``coverage_rerank_weight`` and ``pragmatic_alpha`` (tables only; the listener needs
+    ``model``: tablegen_tf.pragmatics), ``mbr_weight`` (needs ``samples``: a callable ->
+    the model's draws, ids [B, S, T] and token counts [B, S])."""
     table = featurizer.slot_table(features)
     slot_weight, coverage_weight = config.slot_rerank_weight, config.coverage_rerank_weight
     alpha = config.pragmatic_alpha if model is not None else 0.0
-    if table is None or (slot_weight <= 0 and coverage_weight <= 0 and alpha <= 0):
+    if table is None:
+        slot_weight = coverage_weight = alpha = 0.0
+    mbr_weight = config.mbr_weight if samples is not None else 0.0
+    if slot_weight <= 0 and coverage_weight <= 0 and alpha <= 0 and mbr_weight <= 0:
         return None
-    fields, values, mask = table
     variants = featurizer.omission_variants(features) if alpha > 0 else None
 
     def choose(ids, lengths, scores, satisfied=None):
-        texts = featurizer.candidate_texts(features, ids, lengths)  # [B, K]
         key = scores  # dead beams stay -inf
         if variants is not None:
             listener = listener_log_probs(model, *variants, ids, lengths)
             alive = scores > NEG_INF
             key = tf.where(alive, (1.0 - alpha) * scores + alpha * tf.where(alive, listener, 0.0), scores)
+        if slot_weight > 0 or coverage_weight > 0:
+            fields, values, mask = table
+            texts = featurizer.candidate_texts(features, ids, lengths)  # [B, K]
         if slot_weight > 0:
             key -= slot_weight * tf.cast(slot_errors(fields, values, mask, texts), scores.dtype)
         if coverage_weight > 0:
             missed = missed_table_facts(fields, values, mask, texts, featurizer.tokenizer)
             key -= coverage_weight * tf.cast(missed, scores.dtype)
+        if mbr_weight > 0:
+            key += mbr_weight * tf.cast(expected_bleu(ids, lengths, *samples()), scores.dtype)
         if satisfied is not None:
             key = tf.where(satisfied, key, key - 1e9)
         return tf.argmax(key, axis=1, output_type=tf.int32)
 
     return choose
+
+
+def token_counts(ids, lengths):
+    """[..., T] extended ids, [...] lengths -> [...] output tokens (without </s>, padding)."""
+    flat = output_positions(tf.reshape(ids, [-1, tf.shape(ids)[-1]]), tf.reshape(lengths, [-1]))
+    return tf.reshape(tf.reduce_sum(tf.cast(flat, tf.int32), axis=1), tf.shape(lengths))
+
+
+def expected_bleu(ids, lengths, sample_ids, sample_counts):
+    """[B, K]: each beam's mean sentence BLEU (0-1, on ids) against its input's samples."""
+    return tf.reduce_mean(sentence_bleu(ids, token_counts(ids, lengths), sample_ids, sample_counts), axis=2)
 
 
 class SlotEndGate:

@@ -29,11 +29,11 @@ def trained(data_dir, tmp_path_factory):  # noqa: F811
 
     out = str(tmp_path_factory.mktemp("run") / "e2e")
     config = tiny_config(data_dir, max_steps=8)
-    # slot and coverage reranking, the end gate and the pragmatic listener on: the
-    # fresh-process and served texts below must follow them too
+    # slot and coverage reranking, the end gate, the pragmatic listener and minimum Bayes
+    # risk on: the fresh-process and served texts below must follow them too
     config = config.replace(decode=dataclasses.replace(config.decode, beam_size=4, slot_rerank_weight=5.0,
                                                        coverage_rerank_weight=1.0, slot_end_penalty=2.0,
-                                                       pragmatic_alpha=0.5))
+                                                       pragmatic_alpha=0.5, mbr_weight=2.0, mbr_samples=4))
     Trainer(config, out).train(progress=False)
     return out
 
@@ -139,6 +139,15 @@ with tf.compat.v1.Session(graph=tf.Graph()) as session:
     text = session.run(signature.outputs["text"].name, {signature.inputs["tables"].name: tables})
 print(json.dumps([t.decode("utf-8") for t in text]))
 """
+
+
+def test_a_tables_text_does_not_depend_on_its_batch(trained, exported, tables):
+    """Minimum Bayes risk draws samples: a table alone gets the text it gets among others."""
+    serve = tf.saved_model.load(os.path.join(exported, "tablegen", "1")).signatures["serving_default"]
+    together = [t.decode("utf-8") for t in serve(tables=tf.constant(tables))["text"].numpy()]
+    for index in (0, len(tables) - 1):
+        alone = serve(tables=tf.constant(tables[index:index + 1]))["text"].numpy()[0].decode("utf-8")
+        assert alone == together[index]
 
 
 def test_savedmodel_runs_as_tf_serving_loads_it(trained, exported, tables):

@@ -6,10 +6,25 @@ from tablegen_tf.decoding.fakes_test import END, START, MarkovModel, random_tabl
 from tablegen_tf.decoding.sampling import sample_search
 
 
-def _sample(table, starts, max_length, **kwargs):
+def _sample(table, tables, samples, max_length, extra_width=0, **kwargs):
+    """``tables`` start ids, each drawn ``samples`` times (rows table-major); ``extra_width``
+    impossible tokens widen the log-probs, as a batch with longer tables widens the copy ids."""
     model = MarkovModel(table)
-    start = tf.constant(starts, tf.int32)
-    return sample_search(model.step_fn, start, model.initial_state(start), max_length, END, **kwargs)
+    start = tf.constant(np.repeat(tables, samples), tf.int32)
+
+    def step_fn(prev_ids, step, state):
+        log_probs, state = model.step_fn(prev_ids, step, state)
+        return tf.pad(log_probs, [[0, 0], [0, extra_width]], constant_values=-1e9), state
+
+    return sample_search(step_fn, start, model.initial_state(start), max_length, END, samples, **kwargs)
+
+
+def _two_way_table(first, second):
+    vocab = 6
+    table = np.full((vocab, vocab, vocab), np.log(1e-6), np.float32)
+    table[:, START, 4], table[:, START, 5] = np.log(first), np.log(second)
+    table[:, 4, END] = table[:, 5, END] = 0.0
+    return table
 
 
 def test_epsilon_above_every_runner_up_is_greedy():
@@ -17,17 +32,13 @@ def test_epsilon_above_every_runner_up_is_greedy():
     model = MarkovModel(table)
     start = tf.constant([START] * 3, tf.int32)
     greedy = greedy_search(model.step_fn, start, model.initial_state(start), 6, END)
-    sampled = _sample(table, [START] * 3, 6, seed=1, epsilon=0.999)  # only the argmax survives
+    sampled = _sample(table, [START], 3, 6, seed=1, epsilon=0.999)  # only the argmax survives
     for a, b in zip(greedy, sampled):
         np.testing.assert_allclose(a, b)
 
 
 def test_first_tokens_follow_the_distribution_and_scores_are_untempered():
-    vocab = 6
-    table = np.full((vocab, vocab, vocab), np.log(1e-6), np.float32)
-    table[:, START, 4], table[:, START, 5] = np.log(0.7), np.log(0.3)
-    table[:, 4, END] = table[:, 5, END] = 0.0
-    ids, lengths, scores = _sample(table, [START] * 4000, 3, seed=7)
+    ids, lengths, scores = _sample(_two_way_table(0.7, 0.3), [START], 4000, 3, seed=7)
     share = float(np.mean(ids[:, 0].numpy() == 4))
     assert abs(share - 0.7) < 0.03, share
     np.testing.assert_array_equal(lengths, 2)
@@ -35,14 +46,21 @@ def test_first_tokens_follow_the_distribution_and_scores_are_untempered():
     np.testing.assert_allclose(scores, expected, rtol=1e-4)
 
 
-def test_epsilon_drops_improbable_tokens_and_the_seed_repeats():
-    vocab = 6
-    table = np.full((vocab, vocab, vocab), np.log(1e-6), np.float32)
-    table[:, START, 4], table[:, START, 5] = np.log(0.95), np.log(0.05 - 4e-6)
-    table[:, 4, END] = table[:, 5, END] = 0.0
-    ids, _, _ = _sample(table, [START] * 500, 3, seed=3, epsilon=0.1)
+def test_epsilon_drops_improbable_tokens_and_temperature_flattens():
+    ids, _, _ = _sample(_two_way_table(0.95, 0.05 - 4e-6), [START], 500, 3, seed=3, epsilon=0.1)
     assert set(ids[:, 0].numpy()) == {4}
-    first, _, _ = _sample(table, [START] * 50, 3, seed=5, temperature=3.0)
-    again, _, _ = _sample(table, [START] * 50, 3, seed=5, temperature=3.0)
-    np.testing.assert_array_equal(first, again)
-    assert {4, 5} <= set(first[:, 0].numpy())  # temperature 3 flattens 0.95 / 0.05 to ~0.7 / 0.27
+    flat, _, _ = _sample(_two_way_table(0.95, 0.05 - 4e-6), [START], 500, 3, seed=3, temperature=3.0)
+    assert 0.15 < float(np.mean(flat[:, 0].numpy() == 5)) < 0.4  # 0.95 / 0.05 at T 3: ~0.73 / 0.27
+
+
+def test_a_tables_samples_do_not_depend_on_its_batch():
+    table = random_table(5, vocab=9)
+    alone, alone_lengths, _ = _sample(table, [4], 8, 7, seed=11)
+    batched, batched_lengths, _ = _sample(table, [START, 4, 6], 8, 7, extra_width=5, seed=11)
+    width = alone.shape[1]
+    np.testing.assert_array_equal(alone_lengths, batched_lengths[8:16])
+    np.testing.assert_array_equal(alone, batched[8:16, :width])
+    again, _, _ = _sample(table, [4], 8, 7, seed=11)
+    np.testing.assert_array_equal(alone, again)
+    other, _, _ = _sample(table, [4], 8, 7, seed=12)
+    assert not np.array_equal(alone, other)
