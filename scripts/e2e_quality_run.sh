@@ -2,9 +2,11 @@
 # The E2E quality run (README "E2E quality run"), one command: the mixed ensemble chosen on
 # the carved selection split (order planning, Sha et al. 2018: a 128-unit model, a 256-unit
 # model and a 256-unit model on cleaned tables, one vocabulary, 6,000 steps each), decoded
-# with beam 5, the slot end gate (penalty 3) and slot reranking W 20.
+# with beam 5, the slot end gate (penalty 3), slot reranking W 20 and minimum Bayes risk
+# (M 50 against 64 samples of the ensemble; README "Minimum Bayes risk against samples").
 #
 #   scripts/e2e_quality_run.sh [RUNS_DIR]        # default runs; DATA=../shared/data
+#   SEED=2 scripts/e2e_quality_run.sh runs/seed2  # another draw of the recipe (members *-s2)
 #
 # Each member trains with ONE thread, so its weights are the same on any host whatever its
 # core count, and the members train side by side, one per core (LANES, default the host's
@@ -21,6 +23,7 @@ cd "$(dirname "$0")/.."
 RUNS=${1:-runs}
 D=${DATA:-../shared/data}
 T=.venv/bin/tablegen
+SEED=${SEED:-1}
 SELECTION="--format e2e-aligned --input $D/e2e/aligned --split train --selection-fraction 0.05"
 
 prepare() {  # OUTPUT [--clean-slots]
@@ -35,16 +38,16 @@ train() {  # NAME CORE TRAIN_DIR [--set ...]: one thread, pinned to CORE where t
   local name=$1 core=$(( $2 % $(nproc) )) data=$3; shift 3
   local pin=(); command -v taskset >/dev/null && pin=(taskset -c "$core")
   TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 "${pin[@]}" \
-    $T train --config e2e,experiments/e2e_order_planning --set train.seed=1 "$@" \
+    $T train --config e2e,experiments/e2e_order_planning --set train.seed="$SEED" "$@" \
       --train "$data" --valid "$RUNS/data/e2e-sel/selection" --out "$RUNS/$name" 2>&1 | sed -u "s/^/[$name] /"
 }
 # The members' vocabulary: the plain training split's (an ensemble averages distributions
 # over one vocabulary; the cleaned member's own split would count words differently).
 VOCAB="$RUNS/data/e2e-sel/train/vocab"
-op128() { train op128-s1 "$1" "$RUNS/data/e2e-sel/train"; }
-op256() { train op256-s1 "$1" "$RUNS/data/e2e-sel/train" --set model.hidden_size=256; }
+op128() { train "op128-s$SEED" "$1" "$RUNS/data/e2e-sel/train"; }
+op256() { train "op256-s$SEED" "$1" "$RUNS/data/e2e-sel/train" --set model.hidden_size=256; }
 # 256 units: it replaced a 128-unit cleaned member on 2026-11-29 (README, "A 256-unit cleaned member").
-op256c() { train op256c-s1 "$1" "$RUNS/data/e2e-clean/train" --set model.hidden_size=256 --set data.vocab="$VOCAB"; }
+op256c() { train "op256c-s$SEED" "$1" "$RUNS/data/e2e-clean/train" --set model.hidden_size=256 --set data.vocab="$VOCAB"; }
 
 prepare "$RUNS/data/e2e-sel/train"
 prepare "$RUNS/data/e2e-clean/train" --clean-slots
@@ -63,7 +66,7 @@ else
 fi
 echo "== members trained in $(( (SECONDS - started) / 60 ))m$(( (SECONDS - started) % 60 ))s"
 
-E="--model $RUNS/op128-s1 --ensemble $RUNS/op256-s1 $RUNS/op256c-s1 --beam-size 5 --slot-rerank-weight 20 --slot-end-penalty 3"
+E="--model $RUNS/op128-s$SEED --ensemble $RUNS/op256-s$SEED $RUNS/op256c-s$SEED --beam-size 5 --slot-rerank-weight 20 --slot-end-penalty 3 --mbr-weight 50 --mbr-samples 64"
 echo "== selection split (257 MRs carved out of train; every choice was made on it)"
 $T evaluate $E $SELECTION
 echo "== dev (547 MRs; reported, never selected on)"
