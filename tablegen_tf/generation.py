@@ -174,9 +174,9 @@ def _chosen(index, *beams):
 
 
 def decode_text(model, featurizer, features, config: DecodeConfig, must_include=None, strict: bool = True):
-    """-> (detokenized text [B], scores [B], memory); with ``decode.slot_rerank_weight`` or
-    ``coverage_rerank_weight`` the beams are reranked by slot errors / table coverage (the
-    SavedModel runs this too)."""
+    """-> (detokenized text [B], scores [B], memory); with ``decode.slot_rerank_weight``,
+    ``coverage_rerank_weight`` or ``mbr_weight`` the beams are reranked by slot errors /
+    table coverage / likeness to the model's samples (the SavedModel runs this too)."""
     choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, features, config))
     ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose,
                                               slot_end_gate(featurizer, features, config))
