@@ -73,33 +73,30 @@ def kept_beams(trained, examples, beam: int, length_penalty: float, rerank: str 
     return tables
 
 
-def sampled_texts(trained, examples, samples: int, epsilon: float, temperature: float, rerank: str = "slot",
-                  seed: int = 1, batch_size: int = 16) -> list:
+def sampled_texts(trained, examples, samples: int, epsilon: float, rerank: str = "slot", seed: int = 1,
+                  batch_size: int = 16) -> list:
     """-> per table, ``samples`` draws of the model as kept_beams' tuples (text, score, count,
-    0): epsilon sampling (``tablegen_tf.decoding.sampling``), without the end gate (the
-    evidence is the model's own distribution); score: the draw's log-probability."""
+    0): the SavedModel's draws (``tablegen_tf.generation.mbr_sampler``, epsilon sampling
+    without the end gate); score: the draw's log-probability."""
     import tensorflow as tf
 
-    from tablegen_tf.constants import EOS_ID
     from tablegen_tf.decoding.common import tile_batch
-    from tablegen_tf.decoding.sampling import sample_search
-    from tablegen_tf.generation import search_inputs
+    from tablegen_tf.generation import mbr_sampler
     from tablegen_tf.metrics.fact_graph import missed_table_facts
     from tablegen_tf.metrics.slot_graph import slot_errors
 
     featurizer = trained.featurizer
-    decode = dataclasses.replace(trained.config.decode, beam_size=samples)
+    decode = dataclasses.replace(trained.config.decode, mbr_weight=1.0, mbr_samples=samples, mbr_seed=seed,
+                                 mbr_epsilon=epsilon)
 
     @tf.function(reduce_retracing=True)
     def run(batch):
-        _, state, start, step_fn, _ = search_inputs(trained.model, batch, decode, tiled=True)
-        ids, lengths, scores = sample_search(step_fn, tile_batch(start, samples), tile_batch(state, samples),
-                                             decode.max_length, EOS_ID, samples, seed, temperature, epsilon)
-        texts = featurizer.rows_text(ids, lengths, tile_batch(featurizer.copy_texts(batch), samples))
+        ids, lengths, scores = mbr_sampler(trained.model, batch, decode)()
+        texts = tf.reshape(featurizer.candidate_texts(batch, ids, lengths), [-1])
         fields, values, mask = tile_batch(featurizer.slot_table(batch), samples)
         count = (slot_errors(fields, values, mask, texts) if rerank == "slot"
                  else missed_table_facts(fields, values, mask, texts, featurizer.tokenizer))
-        return [tf.reshape(x, [-1, samples]) for x in (texts, scores, count)]
+        return tf.reshape(texts, [-1, samples]), scores, tf.reshape(count, [-1, samples])
 
     tables = []
     for batch in featurizer.ordered_batches([e.serialize() for e in examples], batch_size):
@@ -239,8 +236,6 @@ def main() -> None:
                         help="--mbr-samples: the samples are also candidates, beside the kept beams")
     parser.add_argument("--sample-epsilon", type=float, default=0.02,
                         help="--mbr-samples: tokens below this probability are not drawn (default: %(default)s)")
-    parser.add_argument("--sample-temperature", type=float, default=1.0,
-                        help="--mbr-samples: the sampling temperature (default: %(default)s)")
     parser.add_argument("--retrieval-weights", type=float, nargs="+", default=[0.0],
                         help="each beam also gains R x its sentence BLEU (/100, values delexicalized) "
                         "against training references of tables with the same fields (the rows outside "
@@ -283,8 +278,7 @@ def main() -> None:
                                 end_penalty=args.slot_end_penalty, listener=any(args.pragmatic_alphas))
             zeros = [[0.0] * len(b) for b in tables]
             if any(args.mbr_weights) and args.mbr_samples:
-                evidence = sampled_texts(trained, examples, args.mbr_samples, args.sample_epsilon,
-                                         args.sample_temperature, args.rerank)
+                evidence = sampled_texts(trained, examples, args.mbr_samples, args.sample_epsilon, args.rerank)
                 if args.sample_candidates:
                     tables = [beams + samples for beams, samples in zip(tables, evidence)]
                     zeros = [[0.0] * len(b) for b in tables]

@@ -18,7 +18,7 @@ from tablegen_tf.decoding import beam_search, constrained_beam_search, greedy_se
 from tablegen_tf.decoding.common import switch_case, tile_batch
 from tablegen_tf.decoding.sampling import sample_search
 from tablegen_tf.metrics.slot_graph import KNOWN_ATTRIBUTES, slot_error_kinds, slot_errors
-from tablegen_tf.reranking import beam_reranker, slot_end_gate, token_counts
+from tablegen_tf.reranking import beam_reranker, slot_end_gate
 
 
 # Batches of at most this many entries run each beam-search step as one XLA computation
@@ -150,21 +150,23 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
 
 def mbr_sampler(model, features, config: DecodeConfig):
     """-> a callable drawing ``config.mbr_samples`` texts of the model per input for minimum
-    Bayes risk reranking (ids [B, S, T], token counts [B, S]; epsilon sampling without the
-    end gate: the model's own distribution), or None when ``config.mbr_weight`` is 0. A
-    callable, so the draws run only where the reranker runs (not in a greedy branch)."""
+    Bayes risk reranking (ids [B, S, T], lengths [B, S] with </s>, scores [B, S]: the
+    draws' log-probs; epsilon sampling without the end gate: the model's own distribution), or None
+    when ``config.mbr_weight`` is 0. A callable, so the draws run only where the reranker
+    runs (not in a greedy branch). Finished draws leave the batch when the family has
+    ``decoding_memory`` (a sample's length varies ~2x within a table's draws)."""
     if config.mbr_weight <= 0:
         return None
     samples = int(config.mbr_samples)
 
     def draw():
         sampling = dataclasses.replace(config, beam_size=samples)  # memory tiled to S rows per input
-        _, state, start, step_fn, _ = search_inputs(model, features, sampling, tiled=True)
-        ids, lengths, _ = sample_search(step_fn, tile_batch(start, samples), tile_batch(state, samples),
-                                        config.max_length, EOS_ID, samples, config.mbr_seed,
-                                        epsilon=config.mbr_epsilon)
+        _, state, start, step_fn, step_memory = search_inputs(model, features, sampling, tiled=True)
+        ids, lengths, scores = sample_search(step_fn, tile_batch(start, samples), tile_batch(state, samples),
+                                             config.max_length, EOS_ID, samples, config.mbr_seed,
+                                             epsilon=config.mbr_epsilon, step_memory=step_memory)
         ids = tf.reshape(ids, [-1, samples, tf.shape(ids)[1]])
-        return ids, token_counts(ids, tf.reshape(lengths, [-1, samples]))
+        return (ids, *(tf.reshape(x, [-1, samples]) for x in (lengths, scores)))
 
     return draw
 

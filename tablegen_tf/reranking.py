@@ -45,7 +45,8 @@ def beam_reranker(featurizer, features, config: DecodeConfig, model=None, sample
     -> index [B]``, or None when ``config`` turns every term off: ``slot_rerank_weight``,
     ``coverage_rerank_weight`` and ``pragmatic_alpha`` (tables only; the listener needs
     ``model``: tablegen_tf.pragmatics), ``mbr_weight`` (needs ``samples``: a callable ->
-    the model's draws, ids [B, S, T] and token counts [B, S])."""
+    the model's draws, ids [B, S, T], lengths and scores [B, S]:
+    tablegen_tf.generation.mbr_sampler)."""
     table = featurizer.slot_table(features)
     slot_weight, coverage_weight = config.slot_rerank_weight, config.coverage_rerank_weight
     alpha = config.pragmatic_alpha if model is not None else 0.0
@@ -71,7 +72,8 @@ def beam_reranker(featurizer, features, config: DecodeConfig, model=None, sample
             missed = missed_table_facts(fields, values, mask, texts, featurizer.tokenizer)
             key -= coverage_weight * tf.cast(missed, scores.dtype)
         if mbr_weight > 0:
-            key += mbr_weight * tf.cast(expected_bleu(ids, lengths, *samples()), scores.dtype)
+            sample_ids, sample_lengths, _ = samples()
+            key += mbr_weight * tf.cast(expected_bleu(ids, lengths, sample_ids, sample_lengths), scores.dtype)
         if satisfied is not None:
             key = tf.where(satisfied, key, key - 1e9)
         return tf.argmax(key, axis=1, output_type=tf.int32)
@@ -85,9 +87,11 @@ def token_counts(ids, lengths):
     return tf.reshape(tf.reduce_sum(tf.cast(flat, tf.int32), axis=1), tf.shape(lengths))
 
 
-def expected_bleu(ids, lengths, sample_ids, sample_counts):
-    """[B, K]: each beam's mean sentence BLEU (0-1, on ids) against its input's samples."""
-    return tf.reduce_mean(sentence_bleu(ids, token_counts(ids, lengths), sample_ids, sample_counts), axis=2)
+def expected_bleu(ids, lengths, sample_ids, sample_lengths):
+    """[B, K]: each beam's mean sentence BLEU (0-1, on ids) against its input's samples
+    (ids [B, S, T], lengths [B, S])."""
+    return tf.reduce_mean(sentence_bleu(ids, token_counts(ids, lengths), sample_ids,
+                                        token_counts(sample_ids, sample_lengths)), axis=2)
 
 
 class SlotEndGate:

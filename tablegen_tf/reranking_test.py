@@ -206,7 +206,7 @@ def test_minimum_bayes_risk_prefers_the_beam_most_like_the_samples(weight, chose
     features, ids, lengths, scores = _beams(featurizer)
 
     def samples():
-        return tf.tile(ids[:, 2:3], [1, 4, 1]), tf.fill([1, 4], 7)  # 7 tokens, </s> not counted
+        return tf.tile(ids[:, 2:3], [1, 4, 1]), tf.tile(lengths[:, 2:3], [1, 4]), tf.zeros([1, 4])
 
     choose = beam_reranker(featurizer, features, DecodeConfig(mbr_weight=weight), samples=samples)
     assert choose(ids, lengths, scores).numpy().tolist() == [chosen]

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from tablegen_tf.decoding import beam_search, gather_tree, greedy_search, tile_batch
 from tablegen_tf.decoding.fakes_test import (
-    END, PAD, START, MarkovModel, brute_force_best, random_table, reference_beam,
+    END, PAD, START, MarkovModel, PerEntryMarkov, brute_force_best, random_table, reference_beam,
 )
 
 SIGNATURE = [
@@ -231,20 +231,6 @@ def test_best_only_stops_when_the_best_is_final():
     assert hypothesis(ids[0], lengths[0]) == (END,) and ids.shape[-1] == 1
     all_ids, _, _ = run(3, table, [START], 40, all_beams=True)
     assert all_ids.shape[-1] == 40  # running on: the looping beams never finish
-
-
-class PerEntryMarkov:
-    """A Markov model per batch entry: memory {"table": [N] index into tables [E, V, V, W]}."""
-
-    def __init__(self, tables):
-        self.tables = tf.convert_to_tensor(tables, tf.float32)
-
-    def step_fn_for(self, memory):
-        def step_fn(prev_ids, step, state):
-            index = tf.stack([memory["table"], state["older"], prev_ids], axis=-1)
-            return tf.gather_nd(self.tables, index), {"older": prev_ids}
-
-        return step_fn
 
 
 @pytest.mark.parametrize("all_beams", [True, False])

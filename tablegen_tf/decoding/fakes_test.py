@@ -141,3 +141,17 @@ def test_markov_model_matches_numpy():
     log_probs, state = model.step_fn(tf.constant([4, 6]), tf.constant(0), state)
     np.testing.assert_allclose(log_probs[0], table[START, 4])
     np.testing.assert_allclose(log_probs[1], table[4, UNK])  # copy id 6 -> <unk>
+
+
+class PerEntryMarkov:
+    """A Markov model per batch entry: memory {"table": [N] index into tables [E, V, V, W]}."""
+
+    def __init__(self, tables):
+        self.tables = tf.convert_to_tensor(tables, tf.float32)
+
+    def step_fn_for(self, memory):
+        def step_fn(prev_ids, step, state):
+            index = tf.stack([memory["table"], state["older"], prev_ids], axis=-1)
+            return tf.gather_nd(self.tables, index), {"older": prev_ids}
+
+        return step_fn

@@ -2,7 +2,7 @@ import numpy as np
 import tensorflow as tf
 
 from tablegen_tf.decoding import greedy_search
-from tablegen_tf.decoding.fakes_test import END, START, MarkovModel, random_table
+from tablegen_tf.decoding.fakes_test import END, PAD, START, MarkovModel, PerEntryMarkov, random_table
 from tablegen_tf.decoding.sampling import sample_search
 
 
@@ -64,3 +64,50 @@ def test_a_tables_samples_do_not_depend_on_its_batch():
     np.testing.assert_array_equal(alone, again)
     other, _, _ = _sample(table, [4], 8, 7, seed=12)
     assert not np.array_equal(alone, other)
+
+
+def _finished_rows_refused(model):
+    """model.step_fn_for, asserting that no row whose previous token ended it is computed."""
+
+    def make_step_fn(memory):
+        step_fn = model.step_fn_for(memory)
+
+        def checked(prev_ids, step, state):
+            ended = (tf.equal(prev_ids, END) | tf.equal(prev_ids, PAD)) & (step > 0)
+            with tf.control_dependencies([
+                tf.debugging.assert_equal(tf.reduce_any(ended), False, message="a finished row was computed"),
+            ]):
+                return step_fn(tf.identity(prev_ids), step, state)
+
+        return checked
+
+    return make_step_fn
+
+
+def test_finished_draws_leave_the_batch_and_change_nothing():
+    # step_memory: once a draw has ended, the step function runs on the other rows only (it
+    # never sees a finished row; each row reads its own memory), and every draw, length and
+    # score equals the search that computes every row.
+    tables = []
+    for seed, end in zip(range(3), (0.05, 0.3, 0.6)):
+        table = random_table(seed + 30, vocab=8, peak=1.0)
+        table[:, :, END] = np.log(end)  # draws end after different numbers of steps
+        tables.append(table)
+    model = PerEntryMarkov(np.stack(tables))
+    samples = 6
+    starts = tf.constant(np.repeat([START, 4, 5], samples), tf.int32)
+    memory = {"table": tf.repeat(tf.range(3), samples)}
+    state = {"older": starts}
+
+    @tf.function
+    def both():
+        every = sample_search(model.step_fn_for(memory), starts, state, 20, END, samples, seed=5, epsilon=0.01)
+        checked = _finished_rows_refused(model)
+        compact = sample_search(checked(memory), starts, state, 20, END, samples, seed=5, epsilon=0.01,
+                                step_memory=(memory, checked))
+        return every, compact
+
+    every, compact = both()
+    assert len(set(every[1].numpy())) > 3  # the draws did end at different steps
+    for a, b in zip(every, compact):
+        np.testing.assert_array_equal(a, b)
