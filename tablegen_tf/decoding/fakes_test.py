@@ -155,3 +155,21 @@ class PerEntryMarkov:
             return tf.gather_nd(self.tables, index), {"older": prev_ids}
 
         return step_fn
+
+    def finished_rows_refused(self):
+        """step_fn_for, asserting that no row whose previous token ended it is computed
+        (searches with ``step_memory`` leave finished rows out)."""
+
+        def make_step_fn(memory):
+            step_fn = self.step_fn_for(memory)
+
+            def checked(prev_ids, step, state):
+                ended = (tf.equal(prev_ids, END) | tf.equal(prev_ids, PAD)) & (step > 0)
+                with tf.control_dependencies([
+                    tf.debugging.assert_equal(tf.reduce_any(ended), False, message="a finished row was computed"),
+                ]):
+                    return step_fn(tf.identity(prev_ids), step, state)
+
+            return checked
+
+        return make_step_fn

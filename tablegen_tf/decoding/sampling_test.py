@@ -2,7 +2,7 @@ import numpy as np
 import tensorflow as tf
 
 from tablegen_tf.decoding import greedy_search
-from tablegen_tf.decoding.fakes_test import END, PAD, START, MarkovModel, PerEntryMarkov, random_table
+from tablegen_tf.decoding.fakes_test import END, START, MarkovModel, PerEntryMarkov, random_table
 from tablegen_tf.decoding.sampling import sample_search
 
 
@@ -66,24 +66,6 @@ def test_a_tables_samples_do_not_depend_on_its_batch():
     assert not np.array_equal(alone, other)
 
 
-def _finished_rows_refused(model):
-    """model.step_fn_for, asserting that no row whose previous token ended it is computed."""
-
-    def make_step_fn(memory):
-        step_fn = model.step_fn_for(memory)
-
-        def checked(prev_ids, step, state):
-            ended = (tf.equal(prev_ids, END) | tf.equal(prev_ids, PAD)) & (step > 0)
-            with tf.control_dependencies([
-                tf.debugging.assert_equal(tf.reduce_any(ended), False, message="a finished row was computed"),
-            ]):
-                return step_fn(tf.identity(prev_ids), step, state)
-
-        return checked
-
-    return make_step_fn
-
-
 def test_finished_draws_leave_the_batch_and_change_nothing():
     # step_memory: once a draw has ended, the step function runs on the other rows only (it
     # never sees a finished row; each row reads its own memory), and every draw, length and
@@ -102,7 +84,7 @@ def test_finished_draws_leave_the_batch_and_change_nothing():
     @tf.function
     def both():
         every = sample_search(model.step_fn_for(memory), starts, state, 20, END, samples, seed=5, epsilon=0.01)
-        checked = _finished_rows_refused(model)
+        checked = model.finished_rows_refused()
         compact = sample_search(checked(memory), starts, state, 20, END, samples, seed=5, epsilon=0.01,
                                 step_memory=(memory, checked))
         return every, compact
