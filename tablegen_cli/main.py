@@ -17,6 +17,7 @@ from typing import List, Optional
 
 from tablegen_cli import workers
 from tablegen_cli.workers import tf_config_worker, worker_log
+from tablegen_tf.config import ConfigError
 from tablegen_tf.readers import format_names
 from tablegen_tf.tempdirs import private_tempdir
 
@@ -316,8 +317,8 @@ def _add_inference_arguments(parser) -> None:
                         help="input format: one of the formats listed by `tablegen prepare --help`")
     parser.add_argument("--input", required=True, help="input file or directory")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
-    parser.add_argument("--beam-size", type=int, default=None, help="beam size (default: the run's decode config)")
-    parser.add_argument("--max-length", type=int, default=None, help="maximum output tokens")
+    parser.add_argument("--beam-size", type=_positive_int, default=None, help="beam size (default: the run's decode config)")
+    parser.add_argument("--max-length", type=_positive_int, default=None, help="maximum output tokens")
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")
     _add_rerank_arguments(parser)
@@ -362,6 +363,27 @@ def _unit_interval(text: str) -> float:
     return value
 
 
+def _below_one(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
 def _add_rerank_arguments(parser) -> None:
     parser.add_argument("--slot-rerank-weight", type=float, default=None,
                         help="rerank the beams by score - W x slot errors (missed, wrong and added table "
@@ -379,13 +401,16 @@ def _add_rerank_arguments(parser) -> None:
                              "| beam), L0 against the table with one attribute left out at a time (Shen et "
                              "al. 2019; costs one scoring pass per beam and attribute; default: the run's "
                              "decode.pragmatic_alpha, 0 = off)")
-    parser.add_argument("--mbr-weight", type=float, default=None,
+    parser.add_argument("--mbr-weight", type=_non_negative, default=None,
                         help="minimum Bayes risk: each kept beam also gains M x its mean sentence BLEU (0-1) "
                              "against --mbr-samples draws of the model, so the beam most like what the model "
                              "would say wins (costs the draws' decoding; default: the run's decode.mbr_weight, "
                              "0 = off)")
-    parser.add_argument("--mbr-samples", type=int, default=None, metavar="S",
+    parser.add_argument("--mbr-samples", type=_positive_int, default=None, metavar="S",
                         help="draws per input for --mbr-weight (default: the run's decode.mbr_samples)")
+    parser.add_argument("--mbr-epsilon", type=_below_one, default=None, metavar="E",
+                        help="the draws for --mbr-weight never take a token of probability below E "
+                             "(epsilon sampling; default: the run's decode.mbr_epsilon)")
     parser.add_argument("--mbr-seed", type=int, default=None,
                         help="the draws' seed for --mbr-weight: one seed gives one text per input, in any "
                              "batch (default: the run's decode.mbr_seed)")
@@ -432,8 +457,8 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--word", action="append", default=[], help="a sentence around this word (repeatable; "
                         "families with a `generate_around` signature); prints to stdout without --output")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
-    parser.add_argument("--beam-size", "--beam", type=int, default=None)
-    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--beam-size", "--beam", type=_positive_int, default=None)
+    parser.add_argument("--max-length", type=_positive_int, default=None)
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (local --model only; default: the "
                              "model's decode.length_penalty, 0); > 0 favours longer outputs")
@@ -478,7 +503,7 @@ def _decode_overrides(args) -> dict:
     """decode config fields the command line sets."""
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
     for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight", "slot_end_penalty",
-                "pragmatic_alpha", "mbr_weight", "mbr_samples", "mbr_seed",
+                "pragmatic_alpha", "mbr_weight", "mbr_samples", "mbr_epsilon", "mbr_seed",
                 "parallel_searches"):
         if getattr(args, key, None) is not None:
             overrides[key] = getattr(args, key)
@@ -576,13 +601,13 @@ def _add_export(subparsers) -> None:
     target.add_argument("--output", help="SavedModel directory")
     target.add_argument("--serving-base", help="serving base path (with --model-name)")
     parser.add_argument("--model-name", default="tablegen", help="served model name (default tablegen)")
-    parser.add_argument("--beam-size", type=int, default=None,
+    parser.add_argument("--beam-size", type=_positive_int, default=None,
                         help="serving_default's beam (default: the run's decode config)")
-    parser.add_argument("--max-length", type=int, default=None, help="maximum output tokens")
+    parser.add_argument("--max-length", type=_positive_int, default=None, help="maximum output tokens")
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")
     _add_rerank_arguments(parser)
-    parser.add_argument("--parallel-searches", type=int, default=None,
+    parser.add_argument("--parallel-searches", type=_positive_int, default=None,
                         help="a batch of 16 or more tables is searched as this many parts side by side "
                              "(default: the run's decode.parallel_searches, 2; 1 = one search, e.g. for a GPU)")
     parser.set_defaults(handler=_run_export)
@@ -807,6 +832,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Terminated as stopped:
         print(f"tablegen {args.command}: stopped by SIGTERM", file=sys.stderr)
         return stopped.code
+    except ConfigError as error:  # a setting out of range, found once the run's config is read
+        print(f"tablegen {args.command}: error: {error}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # The reader went away (`tablegen models | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -44,6 +44,32 @@ def test_a_pragmatic_alpha_outside_0_1_is_a_usage_error(capsys):
     assert "--pragmatic-alpha: must be between 0 and 1, got 1.5" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag, value, message", [
+    ("--mbr-epsilon", "1.5", "--mbr-epsilon: must be at least 0 and below 1, got 1.5"),
+    ("--mbr-samples", "0", "--mbr-samples: must be >= 1, got 0"),
+    ("--mbr-weight", "-2", "--mbr-weight: must be >= 0, got -2"),
+    ("--beam-size", "0", "--beam-size: must be >= 1, got 0"),
+    ("--max-length", "-5", "--max-length: must be >= 1, got -5"),
+])
+def test_mbr_settings_out_of_range_are_usage_errors_before_any_loading(capsys, flag, value, message):
+    with pytest.raises(SystemExit) as exited:
+        main(["evaluate", "--model", "no-such-run", "--format", "e2e", "--input", "dev.csv", flag, value])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_config_error_after_loading_is_an_error_message_not_a_traceback(monkeypatch, capsys):
+    import tablegen_cli.main as cli
+    from tablegen_tf.config import ConfigError
+
+    def refuse(*_):
+        raise ConfigError("decode.mbr_samples must be >= 1")
+
+    monkeypatch.setattr(cli, "_run", refuse)
+    assert main(["evaluate", "--model", "run", "--format", "e2e", "--input", "dev.csv"]) == 2
+    assert "tablegen evaluate: error: decode.mbr_samples must be >= 1" in capsys.readouterr().err
+
+
 def test_ensemble_weights_that_do_not_fit_the_runs_are_a_usage_error_before_any_loading(tmp_path):
     with pytest.raises(SystemExit) as exited:
         main(["export", "--model", "no-such-run", "--ensemble", "other-run", "--output", str(tmp_path / "out"),
