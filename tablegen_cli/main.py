@@ -411,6 +411,10 @@ def _add_rerank_arguments(parser) -> None:
     parser.add_argument("--mbr-epsilon", type=_below_one, default=None, metavar="E",
                         help="the draws for --mbr-weight never take a token of probability below E "
                              "(epsilon sampling; default: the run's decode.mbr_epsilon)")
+    parser.add_argument("--mbr-references", type=_positive_int, default=None, metavar="G",
+                        help="score each beam against G draws at a time (multi-reference BLEU, as corpus "
+                             "BLEU scores against a table's references; G divides --mbr-samples; default: "
+                             "the run's decode.mbr_references, 1)")
     parser.add_argument("--mbr-seed", type=int, default=None,
                         help="the draws' seed for --mbr-weight: one seed gives one text per input, in any "
                              "batch (default: the run's decode.mbr_seed)")
@@ -503,7 +507,7 @@ def _decode_overrides(args) -> dict:
     """decode config fields the command line sets."""
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
     for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight", "slot_end_penalty",
-                "pragmatic_alpha", "mbr_weight", "mbr_samples", "mbr_epsilon", "mbr_seed",
+                "pragmatic_alpha", "mbr_weight", "mbr_samples", "mbr_epsilon", "mbr_references", "mbr_seed",
                 "parallel_searches"):
         if getattr(args, key, None) is not None:
             overrides[key] = getattr(args, key)

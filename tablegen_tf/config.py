@@ -163,11 +163,13 @@ class DecodeConfig:
     # mean sentence BLEU (0-1) against mbr_samples draws of the model (epsilon sampling,
     # tablegen_tf.decoding.sampling, tokens below mbr_epsilon never drawn; seed mbr_seed, so
     # the same input gets the same text in any batch); 0 = off. Costs mbr_samples sampled
-    # decodes per input.
+    # decodes per input. mbr_references > 1: BLEU against groups of that many draws at once
+    # (multi-reference BLEU, as corpus BLEU scores against a table's several references).
     mbr_weight: float = 0.0
     mbr_samples: int = 32
     mbr_epsilon: float = 0.02
     mbr_seed: int = 1
+    mbr_references: int = 1
     # A batch of at least tablegen_tf.generation.PARALLEL_MIN_BATCH inputs is searched as
     # this many parts side by side (the same beams; scores may differ in the last bit,
     # tablegen_tf.decoding.beam's _in_parallel_parts): on a CPU of a few cores one search's
@@ -181,6 +183,9 @@ class DecodeConfig:
             raise ConfigError(f"decode.mbr_weight must be >= 0 (got {self.mbr_weight}), decode.mbr_samples "
                               f">= 1 (got {self.mbr_samples}) and decode.mbr_epsilon in [0, 1) (got "
                               f"{self.mbr_epsilon})")
+        if self.mbr_references < 1 or self.mbr_samples % self.mbr_references:
+            raise ConfigError(f"decode.mbr_references must be >= 1 and divide decode.mbr_samples "
+                              f"({self.mbr_samples}), got {self.mbr_references}")
         if not 0.0 <= self.pragmatic_alpha <= 1.0:
             raise ConfigError(f"decode.pragmatic_alpha must be between 0 (off) and 1 (the listener "
                               f"alone), got {self.pragmatic_alpha}")

@@ -73,7 +73,8 @@ def beam_reranker(featurizer, features, config: DecodeConfig, model=None, sample
             key -= coverage_weight * tf.cast(missed, scores.dtype)
         if mbr_weight > 0:
             sample_ids, sample_lengths, _ = samples()
-            key += mbr_weight * tf.cast(expected_bleu(ids, lengths, sample_ids, sample_lengths), scores.dtype)
+            gain = expected_bleu(ids, lengths, sample_ids, sample_lengths, config.mbr_references)
+            key += mbr_weight * tf.cast(gain, scores.dtype)
         if satisfied is not None:
             key = tf.where(satisfied, key, key - 1e9)
         return tf.argmax(key, axis=1, output_type=tf.int32)
@@ -87,11 +88,11 @@ def token_counts(ids, lengths):
     return tf.reshape(tf.reduce_sum(tf.cast(flat, tf.int32), axis=1), tf.shape(lengths))
 
 
-def expected_bleu(ids, lengths, sample_ids, sample_lengths):
+def expected_bleu(ids, lengths, sample_ids, sample_lengths, group: int = 1):
     """[B, K]: each beam's mean sentence BLEU (0-1, on ids) against its input's samples
-    (ids [B, S, T], lengths [B, S])."""
+    (ids [B, S, T], lengths [B, S]), taken ``group`` at a time as its references."""
     return tf.reduce_mean(sentence_bleu(ids, token_counts(ids, lengths), sample_ids,
-                                        token_counts(sample_ids, sample_lengths)), axis=2)
+                                        token_counts(sample_ids, sample_lengths), group), axis=2)
 
 
 class SlotEndGate:

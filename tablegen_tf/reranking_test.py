@@ -198,8 +198,9 @@ def test_aligning_only_rows_that_may_end_gives_the_same_search(aligned_rows):
     assert scores.numpy()[0].tolist() == pytest.approx([-3.07, -5.14], abs=1e-4)
 
 
+@pytest.mark.parametrize("references", [1, 2])
 @pytest.mark.parametrize("weight, chosen", [(0.1, 0), (10.0, 2)])
-def test_minimum_bayes_risk_prefers_the_beam_most_like_the_samples(weight, chosen):
+def test_minimum_bayes_risk_prefers_the_beam_most_like_the_samples(weight, chosen, references):
     """Every sample says beam 2's text (BLEU 1 against it, less for the others): a small
     weight leaves the model's best beam, a large one picks the beam like the samples."""
     featurizer = _featurizer()
@@ -208,6 +209,7 @@ def test_minimum_bayes_risk_prefers_the_beam_most_like_the_samples(weight, chose
     def samples():
         return tf.tile(ids[:, 2:3], [1, 4, 1]), tf.tile(lengths[:, 2:3], [1, 4]), tf.zeros([1, 4])
 
-    choose = beam_reranker(featurizer, features, DecodeConfig(mbr_weight=weight), samples=samples)
+    config = DecodeConfig(mbr_weight=weight, mbr_samples=4, mbr_references=references)
+    choose = beam_reranker(featurizer, features, config, samples=samples)
     assert choose(ids, lengths, scores).numpy().tolist() == [chosen]
     assert beam_reranker(featurizer, features, DecodeConfig(mbr_weight=0.0), samples=samples) is None

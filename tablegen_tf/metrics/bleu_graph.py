@@ -8,6 +8,11 @@ an order whose candidate has no n-gram left out of the geometric mean, an order 
 match counted as 1 / (2^k x its n-grams) for its k-th such order, and the brevity penalty
 against the one reference; no unigram in common scores 0. Ids compare exactly (no hashing): the n-grams at positions
 (i, j) match when the tokens at (i + m, j + m) match for every m < n.
+
+With ``group`` G > 1 each candidate is scored against G references at once, as corpus BLEU
+scores an E2E output against its ~8 references: an n-gram's matches are clipped by its
+largest count in any one of them, and the brevity penalty takes the reference length
+closest to the candidate's (the shorter on a tie), as sacrebleu does.
 """
 
 from __future__ import annotations
@@ -37,15 +42,16 @@ def _match_counts(left, left_valid, right, right_valid):
     return counts, starts
 
 
-def sentence_bleu(candidates, candidate_lengths, references, reference_lengths):
-    """BLEU (0..1) of each candidate against each reference on its own.
+def sentence_bleu(candidates, candidate_lengths, references, reference_lengths, group: int = 1):
+    """BLEU (0..1) of each candidate against each group of ``group`` consecutive references
+    (1: each reference on its own).
 
     Args:
       candidates: int [B, K, Tc] token ids; candidate_lengths [B, K] (tokens counted).
-      references: int [B, S, Tr]; reference_lengths [B, S].
+      references: int [B, S, Tr]; reference_lengths [B, S]; S a multiple of ``group``.
 
     Returns:
-      [B, K, S] float32.
+      [B, K, S / group] float32.
     """
     cand_valid = _valid(tf.reshape(candidates, [-1, tf.shape(candidates)[-1]]),
                         tf.reshape(candidate_lengths, [-1]))
@@ -55,6 +61,8 @@ def sentence_bleu(candidates, candidate_lengths, references, reference_lengths):
     own, starts = _match_counts(candidates, cand_valid, candidates, cand_valid)  # [B, K, Tc]
     cross, _ = _match_counts(candidates[:, :, None], cand_valid[:, :, None],
                              references[:, None], ref_valid[:, None])  # [B, K, S, Tc]
+    # [B, K, S / G, Tc]: a candidate n-gram's count in the group's reference that has most of it
+    cross = [tf.reduce_max(_grouped(c, group, axis=2), axis=3) for c in cross]
     log_precision = 0.0
     orders = 0.0
     unigram_matches = None
@@ -74,7 +82,24 @@ def sentence_bleu(candidates, candidate_lengths, references, reference_lengths):
         log_precision += tf.where(counted, tf.math.log(precision), 0.0)
         orders += tf.cast(counted, tf.float32)
     hyp = tf.cast(candidate_lengths, tf.float32)[:, :, None]
-    ref = tf.cast(reference_lengths, tf.float32)[:, None, :]
+    ref = _closest(tf.cast(reference_lengths, tf.float32)[:, None, :], hyp, group)  # [B, K, S / G]
     brevity = tf.where(hyp >= ref, 1.0, tf.exp(1.0 - ref / tf.maximum(hyp, 1.0)))
     score = brevity * tf.exp(log_precision / tf.maximum(orders, 1.0))
     return tf.where(unigram_matches > 0, score, 0.0)  # no word in common: 0, as sacrebleu
+
+
+def _grouped(x, group: int, axis: int):
+    """Split ``axis`` (size S) into [S / group, group]."""
+    shape = tf.shape(x)
+    return tf.reshape(x, tf.concat([shape[:axis], [shape[axis] // group, group], shape[axis + 1:]], 0))
+
+
+def _closest(ref_lengths, hyp_lengths, group: int):
+    """ref_lengths [B, 1, S], hyp_lengths [B, K, 1] -> [B, K, S / group]: per group, the
+    reference length closest to the candidate's, the shorter on a tie (sacrebleu)."""
+    lengths = _grouped(ref_lengths, group, axis=2)  # [B, 1, S / G, G]
+    distance = tf.abs(lengths - hyp_lengths[..., None])  # [B, K, S / G, G]
+    key = distance * 1e4 + lengths  # lengths are token counts, far below 1e4
+    closest = tf.argmin(key, axis=-1, output_type=tf.int32)
+    lengths = tf.broadcast_to(lengths, tf.shape(key))
+    return tf.gather(lengths, closest, batch_dims=3)

@@ -19,9 +19,12 @@ def _ours(candidates, references):
     return scores.numpy()[0]
 
 
-def _theirs(candidate, reference):
-    words = lambda ids: " ".join(f"w{i}" for i in ids)  # noqa: E731
-    return SACREBLEU.sentence_score(words(candidate), [words(reference)]).score / 100
+def _words(ids):
+    return " ".join(f"w{i}" for i in ids)
+
+
+def _theirs(candidate, *references):
+    return SACREBLEU.sentence_score(_words(candidate), [_words(r) for r in references]).score / 100
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -53,3 +56,29 @@ def test_batched_rows_are_independent():
     assert scores.shape == (2, 1, 1)
     assert float(scores[0, 0, 0]) == pytest.approx(1.0)
     assert float(scores[1, 0, 0]) == pytest.approx(_theirs([5, 6], [5, 6, 7]), rel=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_groups_of_references_match_sacrebleu_with_several_references(seed):
+    rng = np.random.default_rng(seed + 10)
+    make = lambda: list(rng.integers(4, 9, size=rng.integers(1, 14)))  # noqa: E731
+    candidates, references = [make() for _ in range(5)], [make() for _ in range(6)]
+    candidates += [references[4][:3]]
+    width = max(map(len, candidates + references)) + 2
+    ours = sentence_bleu(_padded(candidates, width)[None], np.array([[len(c) for c in candidates]]),
+                         _padded(references, width)[None], np.array([[len(r) for r in references]]),
+                         group=3).numpy()[0]
+    theirs = np.array([[_theirs(c, *references[g:g + 3]) for g in (0, 3)] for c in candidates])
+    assert ours.shape == (6, 2)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+def test_a_group_clips_by_the_best_reference_and_takes_the_closest_length():
+    # a a b vs {a b, a a}: "a" twice (the second reference has two), "b" once -> 3/3; bigrams
+    # aa, ab -> 2/2; trigram aab -> none. Closest reference length to 3: 2 (both) -> penalty.
+    ours = sentence_bleu(tf.constant([[[1, 1, 2]]]), tf.constant([[3]]), tf.constant([[[1, 2], [1, 1]]]),
+                         tf.constant([[2, 2]]), group=2)
+    assert ours.shape == (1, 1, 1)
+    expected = (1.0 * 1.0 * 0.5) ** (1 / 3)  # no 4-gram: effective order 3; first zero order 1 / (2 x 1)
+    assert float(ours[0, 0, 0]) == pytest.approx(expected, rel=1e-5)
+    assert float(ours[0, 0, 0]) == pytest.approx(_theirs([1, 1, 2], [1, 2], [1, 1]), rel=1e-5)
