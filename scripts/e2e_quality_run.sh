@@ -66,7 +66,7 @@ else
 fi
 echo "== members trained in $(( (SECONDS - started) / 60 ))m$(( (SECONDS - started) % 60 ))s"
 
-E="--model $RUNS/op128-s$SEED --ensemble $RUNS/op256-s$SEED $RUNS/op256c-s$SEED --beam-size 5 --slot-rerank-weight 20 --slot-end-penalty 3 --mbr-weight 50 --mbr-samples 64"
+E="--model $RUNS/op128-s$SEED --ensemble $RUNS/op256-s$SEED $RUNS/op256c-s$SEED --beam-size 5 --slot-rerank-weight 20 --slot-end-penalty 3 --mbr-weight 50 --mbr-samples 64 --mbr-epsilon 0.005"
 echo "== selection split (257 MRs carved out of train; every choice was made on it)"
 $T evaluate $E $SELECTION
 echo "== dev (547 MRs; reported, never selected on)"
