@@ -56,13 +56,15 @@ def _beam_width(config: DecodeConfig):
     return config.beam_size if tf.is_tensor(config.beam_size) else int(config.beam_size)
 
 
-def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool, end_gate=None):
+def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool, end_gate=None,
+                  memory=None):
     """-> (memory, initial state [B, ...], start ids [B], step_fn, step_memory) for a search
     over the family's contract; ``tiled``: the step function reads memory tiled to beam_size
     rows; ``step_memory``: beam_search's (None when the family has no ``decoding_memory``);
     ``end_gate``: a tablegen_tf.reranking.SlotEndGate wrapped around the step function (its
-    prefix joins the state, its table rows the step memory)."""
-    memory = model.encode(features, training=False)
+    prefix joins the state, its table rows the step memory); ``memory``: ``model.encode``'s
+    output for ``features`` when the caller has it already."""
+    memory = model.encode(features, training=False) if memory is None else memory
     state = model.initial_decoding_state(memory)
     batch_size = tf.shape(tf.nest.flatten(state)[0])[0]
     start = tf.fill([batch_size], tf.constant(BOS_ID, tf.int32))
@@ -89,19 +91,21 @@ def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, t
 
 
 def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
-               strict: bool = True, choose=None, end_gate=None):
+               strict: bool = True, choose=None, end_gate=None, memory=None):
     """-> (ids [B, L] over the extended vocabulary, lengths [B], scores [B], memory).
 
     ``must_include``: constraint ids [B, C] (-1 pad) or (ids, continues [B, C]) for
     phrases (tablegen_tf.decoding.constrained); ``strict``: an output that misses a
     constraint is an InvalidArgumentError, never a silent miss; ``choose``: picks one of
     the K beams (tablegen_tf.reranking) instead of the best-scored one; ``end_gate``: a
-    tablegen_tf.reranking.SlotEndGate (see ``search_inputs``)."""
+    tablegen_tf.reranking.SlotEndGate (see ``search_inputs``); ``memory``: the encoded
+    ``features``, when the caller has them."""
     beam = _beam_width(config)
     dynamic = tf.is_tensor(beam)  # a width known at run time only: greedy when it is 1
     choose = choose if dynamic or beam > 1 else None
     memory, state, start, step_fn, step_memory = search_inputs(
-        model, features, config, tiled=dynamic or beam > 1 or must_include is not None, end_gate=end_gate)
+        model, features, config, tiled=dynamic or beam > 1 or must_include is not None, end_gate=end_gate,
+        memory=memory)
 
     def greedy():
         return greedy_search(step_fn, start, state, config.max_length, EOS_ID)
@@ -148,20 +152,22 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     return ids, lengths, scores, memory
 
 
-def mbr_sampler(model, features, config: DecodeConfig):
+def mbr_sampler(model, features, config: DecodeConfig, memory=None):
     """-> a callable drawing ``config.mbr_samples`` texts of the model per input for minimum
     Bayes risk reranking (ids [B, S, T], lengths [B, S] with </s>, scores [B, S]: the
     draws' log-probs; epsilon sampling without the end gate: the model's own distribution), or None
     when ``config.mbr_weight`` is 0. A callable, so the draws run only where the reranker
     runs (not in a greedy branch). Finished draws leave the batch when the family has
-    ``decoding_memory`` (a sample's length varies ~2x within a table's draws)."""
+    ``decoding_memory`` (a sample's length varies ~2x within a table's draws). ``memory``:
+    the search's encoding of ``features`` (not computed twice)."""
     if config.mbr_weight <= 0:
         return None
     samples = int(config.mbr_samples)
 
     def draw():
         sampling = dataclasses.replace(config, beam_size=samples)  # memory tiled to S rows per input
-        _, state, start, step_fn, step_memory = search_inputs(model, features, sampling, tiled=True)
+        _, state, start, step_fn, step_memory = search_inputs(model, features, sampling, tiled=True,
+                                                              memory=memory)
         ids, lengths, scores = sample_search(step_fn, tile_batch(start, samples), tile_batch(state, samples),
                                              config.max_length, EOS_ID, samples, config.mbr_seed,
                                              epsilon=config.mbr_epsilon, step_memory=step_memory)
@@ -179,9 +185,10 @@ def decode_text(model, featurizer, features, config: DecodeConfig, must_include=
     """-> (detokenized text [B], scores [B], memory); with ``decode.slot_rerank_weight``,
     ``coverage_rerank_weight`` or ``mbr_weight`` the beams are reranked by slot errors /
     table coverage / likeness to the model's samples (the SavedModel runs this too)."""
-    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, features, config))
+    memory = model.encode(features, training=False)  # the search's and the draws'
+    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, features, config, memory))
     ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose,
-                                              slot_end_gate(featurizer, features, config))
+                                              slot_end_gate(featurizer, features, config), memory)
     return featurizer.output_text(features, ids, lengths), scores, memory
 
 
@@ -250,7 +257,7 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
                                        step_memory=step_memory, jit_max_batch=_jit_max_batch(model, end_gate),
                                        parallel_searches=config.parallel_searches,
                                        parallel_min_batch=PARALLEL_MIN_BATCH)
-    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, features, config))
+    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, features, config, memory))
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])
     return ids, lengths, scores, chosen, memory
