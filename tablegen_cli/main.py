@@ -317,7 +317,8 @@ def _add_inference_arguments(parser) -> None:
                         help="input format: one of the formats listed by `tablegen prepare --help`")
     parser.add_argument("--input", required=True, help="input file or directory")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
-    parser.add_argument("--beam-size", type=_positive_int, default=None, help="beam size (default: the run's decode config)")
+    parser.add_argument("--beam-size", type=_positive_int, default=None,
+                        help="beam size (default: the run's decode config)")
     parser.add_argument("--max-length", type=_positive_int, default=None, help="maximum output tokens")
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")

@@ -144,6 +144,7 @@ def test_mbr_settings_out_of_range_are_refused_with_the_keys():
             DecodeConfig(**settings)
     assert DecodeConfig(mbr_weight=50.0, mbr_samples=8).mbr_samples == 8
     for references in (0, 3):
-        with pytest.raises(ConfigError, match=r"decode.mbr_references must be >= 1 and divide decode.mbr_samples \(8\)"):
+        message = r"decode.mbr_references must be >= 1 and divide decode.mbr_samples \(8\)"
+        with pytest.raises(ConfigError, match=message):
             DecodeConfig(mbr_samples=8, mbr_references=references)
     assert DecodeConfig(mbr_samples=64, mbr_references=8).mbr_references == 8
