@@ -90,9 +90,16 @@ def token_counts(ids, lengths):
 
 def expected_bleu(ids, lengths, sample_ids, sample_lengths, group: int = 1):
     """[B, K]: each beam's mean sentence BLEU (0-1, on ids) against its input's samples
-    (ids [B, S, T], lengths [B, S]), taken ``group`` at a time as its references."""
-    return tf.reduce_mean(sentence_bleu(ids, token_counts(ids, lengths), sample_ids,
-                                        token_counts(sample_ids, sample_lengths), group), axis=2)
+    (ids [B, S, T], lengths [B, S]), taken ``group`` at a time as its references. One input
+    at a time: the n-gram match tensors are [K, S, T, T] per input (64 inputs x 10 beams x
+    64 samples at once held 1.6 GB)."""
+
+    def one_input(rows):
+        beams, beam_counts, samples, sample_counts = (x[None] for x in rows)
+        return tf.reduce_mean(sentence_bleu(beams, beam_counts, samples, sample_counts, group), axis=2)[0]
+
+    rows = (ids, token_counts(ids, lengths), sample_ids, token_counts(sample_ids, sample_lengths))
+    return tf.map_fn(one_input, rows, fn_output_signature=tf.TensorSpec([None], tf.float32))
 
 
 class SlotEndGate:
