@@ -357,32 +357,24 @@ def _add_ensemble_argument(parser) -> None:
                              "choose them on a selection split")
 
 
-def _unit_interval(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
+def _ranged(convert, accepts, requirement: str):
+    """An argparse type: ``convert(text)``, a usage error "REQUIREMENT, got TEXT" unless
+    ``accepts`` the value (before any run is loaded)."""
+
+    def parse(text: str):
+        value = convert(text)
+        if not accepts(value):
+            raise argparse.ArgumentTypeError(f"{requirement}, got {text}")
+        return value
+
+    parse.__name__ = convert.__name__  # argparse's "invalid float value" for unparsable text
+    return parse
 
 
-def _below_one(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
+_unit_interval = _ranged(float, lambda value: 0.0 <= value <= 1.0, "must be between 0 and 1")
+_below_one = _ranged(float, lambda value: 0.0 <= value < 1.0, "must be at least 0 and below 1")
+_non_negative = _ranged(float, lambda value: value >= 0, "must be >= 0")
+_positive_int = _ranged(int, lambda value: value >= 1, "must be >= 1")
 
 
 def _add_rerank_arguments(parser) -> None:

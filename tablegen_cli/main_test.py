@@ -51,7 +51,7 @@ def test_a_pragmatic_alpha_outside_0_1_is_a_usage_error(capsys):
     ("--beam-size", "0", "--beam-size: must be >= 1, got 0"),
     ("--max-length", "-5", "--max-length: must be >= 1, got -5"),
 ])
-def test_mbr_settings_out_of_range_are_usage_errors_before_any_loading(capsys, flag, value, message):
+def test_decoding_flags_out_of_range_are_usage_errors_before_any_loading(capsys, flag, value, message):
     with pytest.raises(SystemExit) as exited:
         main(["evaluate", "--model", "no-such-run", "--format", "e2e", "--input", "dev.csv", flag, value])
     assert exited.value.code == 2
