@@ -14,10 +14,10 @@ Shen et al. 2019). With ``mbr_weight`` each beam also gains the weight x its mea
 BLEU against samples of the model (minimum Bayes risk, Kumar & Byrne 2004; samples as the
 evidence, Freitag et al. 2023): the beam most like what the model would say, not merely
 its single most probable text, which for E2E is a template most references do not use
-("X is a coffee shop providing ..."); any example form. It runs inside ``generate_text``
-and so inside the SavedModel: served text is the evaluated text. Constrained search keeps
-its order first: a hypothesis that meets every ``must_include`` phrase beats one that does
-not.
+("X is a coffee shop providing ..."); it needs no table, so it serves any family. It runs
+inside ``generate_text`` and so inside the SavedModel: served text is the evaluated text.
+Constrained search keeps its order first: a hypothesis that meets every ``must_include``
+phrase beats one that does not.
 
 Reranking can only choose among the K hypotheses the search kept. When every one of them
 ended before saying a slot (the model's habit for a combination it rarely saw, e.g. a
