@@ -13,11 +13,12 @@ import os
 import signal
 import sys
 import threading
+import typing
 from typing import List, Optional
 
 from tablegen_cli import workers
 from tablegen_cli.workers import tf_config_worker, worker_log
-from tablegen_tf.config import ConfigError
+from tablegen_tf.config import DECODE_BOUNDS, ConfigError, DecodeConfig
 from tablegen_tf.readers import format_names
 from tablegen_tf.tempdirs import private_tempdir
 
@@ -317,9 +318,9 @@ def _add_inference_arguments(parser) -> None:
                         help="input format: one of the formats listed by `tablegen prepare --help`")
     parser.add_argument("--input", required=True, help="input file or directory")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
-    parser.add_argument("--beam-size", type=_positive_int, default=None,
+    parser.add_argument("--beam-size", type=_decode_flag("beam_size"), default=None,
                         help="beam size (default: the run's decode config)")
-    parser.add_argument("--max-length", type=_positive_int, default=None, help="maximum output tokens")
+    parser.add_argument("--max-length", type=_decode_flag("max_length"), default=None, help="maximum output tokens")
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")
     _add_rerank_arguments(parser)
@@ -357,24 +358,20 @@ def _add_ensemble_argument(parser) -> None:
                              "choose them on a selection split")
 
 
-def _ranged(convert, accepts, requirement: str):
-    """An argparse type: ``convert(text)``, a usage error "REQUIREMENT, got TEXT" unless
-    ``accepts`` the value (before any run is loaded)."""
+def _decode_flag(key: str):
+    """The argparse type of the flag for ``decode.<key>``: the field's type, and a usage error
+    "REQUIREMENT, got TEXT" outside its ``DECODE_BOUNDS`` range (before any run is loaded)."""
+    convert = typing.get_type_hints(DecodeConfig)[key]
+    bound = DECODE_BOUNDS[key]
 
     def parse(text: str):
         value = convert(text)
-        if not accepts(value):
-            raise argparse.ArgumentTypeError(f"{requirement}, got {text}")
+        if not bound.accepts(value):
+            raise argparse.ArgumentTypeError(f"{bound.requirement}, got {text}")
         return value
 
     parse.__name__ = convert.__name__  # argparse's "invalid float value" for unparsable text
     return parse
-
-
-_unit_interval = _ranged(float, lambda value: 0.0 <= value <= 1.0, "must be between 0 and 1")
-_below_one = _ranged(float, lambda value: 0.0 <= value < 1.0, "must be at least 0 and below 1")
-_non_negative = _ranged(float, lambda value: value >= 0, "must be >= 0")
-_positive_int = _ranged(int, lambda value: value >= 1, "must be >= 1")
 
 
 def _add_rerank_arguments(parser) -> None:
@@ -389,22 +386,22 @@ def _add_rerank_arguments(parser) -> None:
                         help="during the beam search, ending a hypothesis costs P log-prob per value of its "
                              "E2E-style table it has not said yet, so beams that go on to say it are kept for "
                              "the reranker (default: the run's decode.slot_end_penalty, 0 = off)")
-    parser.add_argument("--pragmatic-alpha", type=_unit_interval, default=None,
+    parser.add_argument("--pragmatic-alpha", type=_decode_flag("pragmatic_alpha"), default=None,
                         help="mix each kept beam's score with a listener's, (1 - A) x score + A x log L0(table "
                              "| beam), L0 against the table with one attribute left out at a time (Shen et "
                              "al. 2019; costs one scoring pass per beam and attribute; default: the run's "
                              "decode.pragmatic_alpha, 0 = off)")
-    parser.add_argument("--mbr-weight", type=_non_negative, default=None,
+    parser.add_argument("--mbr-weight", type=_decode_flag("mbr_weight"), default=None,
                         help="minimum Bayes risk: each kept beam also gains M x its mean sentence BLEU (0-1) "
                              "against --mbr-samples draws of the model, so the beam most like what the model "
                              "would say wins (costs the draws' decoding; default: the run's decode.mbr_weight, "
                              "0 = off)")
-    parser.add_argument("--mbr-samples", type=_positive_int, default=None, metavar="S",
+    parser.add_argument("--mbr-samples", type=_decode_flag("mbr_samples"), default=None, metavar="S",
                         help="draws per input for --mbr-weight (default: the run's decode.mbr_samples)")
-    parser.add_argument("--mbr-epsilon", type=_below_one, default=None, metavar="E",
+    parser.add_argument("--mbr-epsilon", type=_decode_flag("mbr_epsilon"), default=None, metavar="E",
                         help="the draws for --mbr-weight never take a token of probability below E "
                              "(epsilon sampling; default: the run's decode.mbr_epsilon)")
-    parser.add_argument("--mbr-references", type=_positive_int, default=None, metavar="G",
+    parser.add_argument("--mbr-references", type=_decode_flag("mbr_references"), default=None, metavar="G",
                         help="score each beam against G draws at a time (multi-reference BLEU, as corpus "
                              "BLEU scores against a table's references; G divides --mbr-samples; default: "
                              "the run's decode.mbr_references, 1)")
@@ -454,8 +451,8 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--word", action="append", default=[], help="a sentence around this word (repeatable; "
                         "families with a `generate_around` signature); prints to stdout without --output")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
-    parser.add_argument("--beam-size", "--beam", type=_positive_int, default=None)
-    parser.add_argument("--max-length", type=_positive_int, default=None)
+    parser.add_argument("--beam-size", "--beam", type=_decode_flag("beam_size"), default=None)
+    parser.add_argument("--max-length", type=_decode_flag("max_length"), default=None)
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (local --model only; default: the "
                              "model's decode.length_penalty, 0); > 0 favours longer outputs")
@@ -598,13 +595,13 @@ def _add_export(subparsers) -> None:
     target.add_argument("--output", help="SavedModel directory")
     target.add_argument("--serving-base", help="serving base path (with --model-name)")
     parser.add_argument("--model-name", default="tablegen", help="served model name (default tablegen)")
-    parser.add_argument("--beam-size", type=_positive_int, default=None,
+    parser.add_argument("--beam-size", type=_decode_flag("beam_size"), default=None,
                         help="serving_default's beam (default: the run's decode config)")
-    parser.add_argument("--max-length", type=_positive_int, default=None, help="maximum output tokens")
+    parser.add_argument("--max-length", type=_decode_flag("max_length"), default=None, help="maximum output tokens")
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")
     _add_rerank_arguments(parser)
-    parser.add_argument("--parallel-searches", type=_positive_int, default=None,
+    parser.add_argument("--parallel-searches", type=_decode_flag("parallel_searches"), default=None,
                         help="a batch of 16 or more tables is searched as this many parts side by side "
                              "(default: the run's decode.parallel_searches, 2; 1 = one search, e.g. for a GPU)")
     parser.set_defaults(handler=_run_export)

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tablegen_cli.main import main
+from tablegen_tf.config import ConfigError
 
 IN_PROCESS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 
@@ -56,6 +57,28 @@ def test_decoding_flags_out_of_range_are_usage_errors_before_any_loading(capsys,
         main(["evaluate", "--model", "no-such-run", "--format", "e2e", "--input", "dev.csv", flag, value])
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_each_decoding_flag_refuses_what_the_decode_config_refuses(capsys):
+    """The flags' ranges are the config's (one DECODE_BOUNDS): a value the flag lets through
+    is one DecodeConfig accepts, and the other way round."""
+    from tablegen_tf.config import DecodeConfig
+
+    for flag, key, value in (("--mbr-references", "mbr_references", "0"), ("--mbr-epsilon", "mbr_epsilon", "0.999"),
+                             ("--pragmatic-alpha", "pragmatic_alpha", "1.0"), ("--beam-size", "beam_size", "1")):
+        try:
+            main(["evaluate", "--model", "no-such-run", "--format", "e2e", "--input", "dev.csv", flag, value,
+                  "--help"])
+            flag_accepts = True
+        except SystemExit as exited:
+            flag_accepts = exited.code == 0
+        try:
+            DecodeConfig(**{key: type(getattr(DecodeConfig(), key))(value)})
+            config_accepts = True
+        except ConfigError:
+            config_accepts = False
+        assert flag_accepts == config_accepts, (flag, value)
+    capsys.readouterr()
 
 
 def test_a_config_error_after_loading_is_an_error_message_not_a_traceback(monkeypatch, capsys):

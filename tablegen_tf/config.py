@@ -22,7 +22,7 @@ import difflib
 import json
 import os
 import typing
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
 
 import yaml
 
@@ -137,6 +137,27 @@ class TokenizerConfig:
         return dataclasses.asdict(self)
 
 
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """A setting's range, stated once: its dataclass refuses a value outside it, and the
+    command line's flag for it refuses one before anything loads (tablegen_cli)."""
+
+    accepts: Callable[[Any], bool]
+    requirement: str  # "must be ...", completed by ", got VALUE"
+
+
+DECODE_BOUNDS = {
+    "beam_size": Bound(lambda value: value >= 1, "must be >= 1"),
+    "max_length": Bound(lambda value: value >= 1, "must be >= 1"),
+    "pragmatic_alpha": Bound(lambda value: 0.0 <= value <= 1.0, "must be between 0 and 1"),
+    "mbr_weight": Bound(lambda value: value >= 0, "must be >= 0"),
+    "mbr_samples": Bound(lambda value: value >= 1, "must be >= 1"),
+    "mbr_epsilon": Bound(lambda value: 0.0 <= value < 1.0, "must be at least 0 and below 1"),
+    "mbr_references": Bound(lambda value: value >= 1, "must be >= 1"),
+    "parallel_searches": Bound(lambda value: value >= 1, "must be >= 1"),
+}
+
+
 @dataclasses.dataclass
 class DecodeConfig:
     beam_size: int = 5
@@ -177,18 +198,13 @@ class DecodeConfig:
     parallel_searches: int = 2
 
     def __post_init__(self):
-        if self.parallel_searches < 1:
-            raise ConfigError(f"decode.parallel_searches must be >= 1, got {self.parallel_searches}")
-        if self.mbr_weight < 0 or self.mbr_samples < 1 or not 0.0 <= self.mbr_epsilon < 1.0:
-            raise ConfigError(f"decode.mbr_weight must be >= 0 (got {self.mbr_weight}), decode.mbr_samples "
-                              f">= 1 (got {self.mbr_samples}) and decode.mbr_epsilon in [0, 1) (got "
-                              f"{self.mbr_epsilon})")
-        if self.mbr_references < 1 or self.mbr_samples % self.mbr_references:
-            raise ConfigError(f"decode.mbr_references must be >= 1 and divide decode.mbr_samples "
-                              f"({self.mbr_samples}), got {self.mbr_references}")
-        if not 0.0 <= self.pragmatic_alpha <= 1.0:
-            raise ConfigError(f"decode.pragmatic_alpha must be between 0 (off) and 1 (the listener "
-                              f"alone), got {self.pragmatic_alpha}")
+        for key, bound in DECODE_BOUNDS.items():
+            value = getattr(self, key)
+            if not bound.accepts(value):
+                raise ConfigError(f"decode.{key} {bound.requirement}, got {value}")
+        if self.mbr_samples % self.mbr_references:
+            raise ConfigError(f"decode.mbr_references must divide decode.mbr_samples ({self.mbr_samples}), "
+                              f"got {self.mbr_references}")
 
 
 @dataclasses.dataclass

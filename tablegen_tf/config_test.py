@@ -139,12 +139,14 @@ def test_a_pragmatic_alpha_outside_0_1_is_refused_with_the_key():
 
 
 def test_mbr_settings_out_of_range_are_refused_with_the_keys():
-    for settings in ({"mbr_weight": -1.0}, {"mbr_samples": 0}, {"mbr_epsilon": 1.0}):
-        with pytest.raises(ConfigError, match="decode.mbr_weight must be >= 0"):
-            DecodeConfig(**settings)
+    for key, value, message in (("mbr_weight", -1.0, "must be >= 0, got -1.0"), ("mbr_samples", 0, "must be >= 1"),
+                                ("mbr_epsilon", 1.0, "must be at least 0 and below 1, got 1.0"),
+                                ("beam_size", 0, "must be >= 1"), ("parallel_searches", 0, "must be >= 1")):
+        with pytest.raises(ConfigError, match=f"decode.{key} {message}"):
+            DecodeConfig(**{key: value})
     assert DecodeConfig(mbr_weight=50.0, mbr_samples=8).mbr_samples == 8
-    for references in (0, 3):
-        message = r"decode.mbr_references must be >= 1 and divide decode.mbr_samples \(8\)"
-        with pytest.raises(ConfigError, match=message):
-            DecodeConfig(mbr_samples=8, mbr_references=references)
+    with pytest.raises(ConfigError, match="decode.mbr_references must be >= 1, got 0"):
+        DecodeConfig(mbr_samples=8, mbr_references=0)
+    with pytest.raises(ConfigError, match=r"decode.mbr_references must divide decode.mbr_samples \(8\), got 3"):
+        DecodeConfig(mbr_samples=8, mbr_references=3)
     assert DecodeConfig(mbr_samples=64, mbr_references=8).mbr_references == 8
