@@ -124,18 +124,13 @@ def _run_prepare(args, beam_args: List[str]) -> int:
         split_sentences=args.split_sentences,
     )
     if not 0.0 <= config.selection_fraction < 1.0:
-        print("tablegen prepare: error: --selection-fraction must be in [0, 1)", file=sys.stderr)
-        return 2
+        raise CommandError("--selection-fraction must be in [0, 1)")
     if config.clean_slots and config.split != "train":
-        print("tablegen prepare: error: --clean-slots cleans the train split only (dev is what is reported)",
-              file=sys.stderr)
-        return 2
+        raise CommandError("--clean-slots cleans the train split only (dev is what is reported)")
     if config.split_sentences and config.split != "train":
-        print("tablegen prepare: error: --split-sentences augments the train split only", file=sys.stderr)
-        return 2
+        raise CommandError("--split-sentences augments the train split only")
     if config.selection_fraction and config.split != "train":
-        print("tablegen prepare: error: --selection-fraction carves from the train split only", file=sys.stderr)
-        return 2
+        raise CommandError("--selection-fraction carves from the train split only")
     print(f"tablegen prepare: {config.format} {config.split} split from {config.input} -> {config.output}", flush=True)
     # Running counts: a live line on a TTY, a plain line every 30 s (then sparser) otherwise.
     progress = Progress("read", unit="row")
@@ -144,13 +139,11 @@ def _run_prepare(args, beam_args: List[str]) -> int:
         if totals.get("read"):
             progress.update_to(totals["read"], written=totals.get("written", 0))
 
-    try:
-        counts = prepare.run(config, beam_args, on_counts=show)
-    except (InputError, prepare.PrepareError) as error:
-        progress.close()
-        print(f"tablegen prepare: error: {error}", file=sys.stderr)
-        return 2
-    progress.close()
+    with _reported(InputError, prepare.PrepareError):
+        try:
+            counts = prepare.run(config, beam_args, on_counts=show)
+        finally:
+            progress.close()
     print(prepare.summary_line(counts), flush=True)
     rate = format_rate(counts['read'] / max(counts['seconds'], 1e-9))
     print(f"{format_duration(counts['seconds'])} ({rate} rows/s); records in {config.output}", flush=True)
@@ -216,16 +209,12 @@ def _add_config(subparsers) -> None:
 def _run_config_show(args, _extra) -> int:
     import yaml
 
-    from tablegen_tf.config import ConfigError, load_config, parse_overrides
+    from tablegen_tf.config import load_config, parse_overrides
 
-    try:
-        overrides = parse_overrides(args.overrides)
-        if args.model:
-            overrides.setdefault("model", {})["name"] = args.model
-        config = load_config(args.config, overrides)
-    except ConfigError as error:
-        print(f"tablegen config show: error: {error}", file=sys.stderr)
-        return 2
+    overrides = parse_overrides(args.overrides)  # a ConfigError is reported by main()
+    if args.model:
+        overrides.setdefault("model", {})["name"] = args.model
+    config = load_config(args.config, overrides)
     print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
     return 0
 
@@ -262,7 +251,7 @@ def training_config(args):
         train["max_minutes"] = args.max_minutes
     config = load_config(args.config, overrides)
     if not config.data.train:
-        raise SystemExit("tablegen train: no training data: pass --data DIR, --train DIR or data.train in --config")
+        raise CommandError("no training data: pass --data DIR, --train DIR or data.train in --config")
     for key in ("train", "valid", "vocab"):
         if getattr(config.data, key):
             setattr(config.data, key, os.path.abspath(getattr(config.data, key)))
@@ -274,16 +263,11 @@ def _run_train(args, _extra) -> int:
 
     import tensorflow as tf
 
-    from tablegen_tf.config import ConfigError
     from tablegen_tf.progress import format_duration, format_rate
     from tablegen_tf.training.trainer import Trainer
 
-    try:
-        config = training_config(args)
-        trainer = Trainer(config, args.out)  # checks what needs the run: strategy, example form
-    except ConfigError as error:
-        print(f"tablegen train: error: {error}", file=sys.stderr)
-        return 2
+    config = training_config(args)
+    trainer = Trainer(config, args.out)  # checks what needs the run (strategy, example form): ConfigError
     try:
         result = trainer.train(warm_start_from=args.warm_start_from, progress=not args.no_progress)
     except (tf.errors.UnavailableError, tf.errors.DeadlineExceededError) as error:
@@ -332,10 +316,8 @@ def _check_ensemble_weights(args) -> None:
     """A usage error, before any run is loaded, when --ensemble-weights do not fit the runs."""
     from tablegen_tf.ensemble import check_weights
 
-    try:
+    with _reported(ValueError):
         check_weights(args.ensemble_weights, 1 + len(args.ensemble))
-    except ValueError as error:
-        raise SystemExit(f"tablegen {args.command}: error: {error}") from None
 
 
 def _load_runs(args):
@@ -555,9 +537,8 @@ def _run_evaluate(args, _extra) -> int:
 def _run_generate(args, _extra) -> int:
     if (args.ensemble or args.ensemble_weights) and (args.server or args.word or not args.model):
         flag = "--ensemble" if args.ensemble else "--ensemble-weights"
-        raise SystemExit(f"tablegen generate: {flag} decodes local runs with --model (export the ensemble "
-                         "with `tablegen export --model RUN --ensemble RUN ... [--ensemble-weights W ...]` "
-                         "to serve it)")
+        raise CommandError(f"{flag} decodes local runs with --model (export the ensemble with "
+                           "`tablegen export --model RUN --ensemble RUN ... [--ensemble-weights W ...]` to serve it)")
     if args.word and args.model:
         from tablegen_tf.inference import generate_around
 
@@ -565,7 +546,7 @@ def _run_generate(args, _extra) -> int:
         _write_lines(args.output, lines) if args.output else print("\n".join(lines))
         return 0
     if not (args.format and args.input and args.output):
-        raise SystemExit("tablegen generate: pass --format, --input and --output (or --model RUN --word WORD)")
+        raise CommandError("pass --format, --input and --output (or --model RUN --word WORD)")
     if args.server:
         from serving.client import generate_for_corpus
 
@@ -573,7 +554,7 @@ def _run_generate(args, _extra) -> int:
     elif args.model:
         _, texts, _, read = _local_generation(args, needs_text=False)
     else:
-        raise SystemExit("tablegen generate: pass --model DIR or --server HOST:PORT --model-name NAME")
+        raise CommandError("pass --model DIR or --server HOST:PORT --model-name NAME")
     _write_lines(args.output, texts)
     print(f"wrote {len(texts)} lines to {args.output}")
     return _report_shortfall("generate", len(texts), read)
@@ -646,14 +627,10 @@ def _add_average(subparsers) -> None:
 
 
 def _run_average(args, _extra) -> int:
-    from tablegen_tf.config import ConfigError
     from tablegen_tf.training.averaging import average_checkpoints
 
-    try:
+    with _reported(FileNotFoundError):
         path = average_checkpoints(args.model, args.last, args.out)
-    except (ConfigError, FileNotFoundError) as error:
-        print(f"tablegen average: error: {error}", file=sys.stderr)
-        return 2
     print(f"averaged the last {args.last} checkpoints of {args.model} -> {path}")
     return 0
 
@@ -683,13 +660,10 @@ def _run_embeddings(args, _extra) -> int:
     from tablegen_tf import embeddings
 
     start = time.time()
-    try:
+    with _reported(FileNotFoundError, ValueError):
         sentences = list(embeddings.read_sentences(args.input, args.lowercase))
         words, vectors = embeddings.train_embeddings(sentences, args.dim, args.window, args.min_count,
                                                      args.max_words)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"tablegen embeddings: error: {error}", file=sys.stderr)
-        return 2
     embeddings.save_embeddings(args.out, words, vectors)
     tokens = sum(len(sentence) for sentence in sentences)
     print(f"embeddings: {len(words):,} words x {args.dim} from {len(sentences):,} sentences ({tokens:,} tokens) "
@@ -716,11 +690,8 @@ def _run_syntax(args, _extra) -> int:
     from tablegen_tf import syntax
 
     start = time.time()
-    try:
+    with _reported(FileNotFoundError, ValueError, RuntimeError):
         written = syntax.annotate_directory(args.input, args.out)
-    except (FileNotFoundError, ValueError, RuntimeError) as error:
-        print(f"tablegen syntax: error: {error}", file=sys.stderr)
-        return 2
     print(f"syntax: parsed {written:,} examples in {time.time() - start:.0f}s -> {args.out}")
     return 0
 
@@ -781,10 +752,38 @@ def _run_quietly(args, extra: List[str]) -> int:
     verbose = getattr(args, "verbose", False)
     with logs.session(verbose, log_file) as console, \
             contextlib.redirect_stdout(console.out), contextlib.redirect_stderr(console.err):
-        code = args.handler(args, extra)
+        code = _handled(args, lambda: args.handler(args, extra))
     if code and log_file and not verbose and os.path.exists(log_file):
         print(f"tablegen {args.command}: full log in {log_file}", file=sys.stderr)
     return code
+
+
+class CommandError(Exception):
+    """What the user has to change (a flag, an input, a setting): reported as
+    "tablegen COMMAND: error: MESSAGE" with exit code 2, without a traceback."""
+
+
+@contextlib.contextmanager
+def _reported(*errors):
+    """Inside, the exceptions ``errors`` become CommandErrors (their message as is)."""
+    try:
+        yield
+    except errors as error:
+        raise CommandError(str(error)) from error
+
+
+def _handled(args, run) -> int:
+    """``run()``'s exit code; a CommandError or ConfigError (e.g. a setting out of range,
+    found once a run's config is read) is the command's error message and exit code 2."""
+    try:
+        return run()
+    except (CommandError, ConfigError) as error:
+        print(f"tablegen {_command_name(args)}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _command_name(args) -> str:
+    return " ".join(filter(None, (args.command, getattr(args, "action", None))))
 
 
 class Terminated(SystemExit):
@@ -826,9 +825,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     except Terminated as stopped:
         print(f"tablegen {args.command}: stopped by SIGTERM", file=sys.stderr)
         return stopped.code
-    except ConfigError as error:  # a setting out of range, found once the run's config is read
-        print(f"tablegen {args.command}: error: {error}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         # The reader went away (`tablegen models | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -843,7 +839,7 @@ def _run(parser, args, extra, argv) -> int:
         return workers.run(sys.argv[1:] if argv is None else list(argv), args.workers, args.out)
     if args.command in QUIET_COMMANDS:
         return _run_quietly(args, extra)
-    return args.handler(args, extra)
+    return _handled(args, lambda: args.handler(args, extra))
 
 
 if __name__ == "__main__":
