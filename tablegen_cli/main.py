@@ -783,7 +783,9 @@ def _handled(args, run) -> int:
 
 
 def _command_name(args) -> str:
-    return " ".join(filter(None, (args.command, getattr(args, "action", None))))
+    """"train", "config show", "pipeline run": the words the user typed before the flags."""
+    action = getattr(args, "action", None) or getattr(args, "pipeline_command", None)
+    return " ".join(filter(None, (args.command, action)))
 
 
 class Terminated(SystemExit):
