@@ -200,7 +200,9 @@ class DecodeConfig:
     def __post_init__(self):
         for key, bound in DECODE_BOUNDS.items():
             value = getattr(self, key)
-            if not bound.accepts(value):
+            # A tensor (the SavedModel's `generate` takes beam_size and max_length per request)
+            # is checked in its graph (tablegen_tf.export.checked_decoding_inputs).
+            if isinstance(value, (int, float)) and not bound.accepts(value):
                 raise ConfigError(f"decode.{key} {bound.requirement}, got {value}")
         if self.mbr_samples % self.mbr_references:
             raise ConfigError(f"decode.mbr_references must divide decode.mbr_samples ({self.mbr_samples}), "

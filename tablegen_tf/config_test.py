@@ -150,3 +150,14 @@ def test_mbr_settings_out_of_range_are_refused_with_the_keys():
     with pytest.raises(ConfigError, match=r"decode.mbr_references must divide decode.mbr_samples \(8\), got 3"):
         DecodeConfig(mbr_samples=8, mbr_references=3)
     assert DecodeConfig(mbr_samples=64, mbr_references=8).mbr_references == 8
+
+
+def test_a_beam_size_given_as_a_tensor_is_left_to_the_graphs_own_check():
+    # the SavedModel's `generate` takes beam_size and max_length per request, as tensors
+    import tensorflow as tf
+
+    @tf.function(input_signature=[tf.TensorSpec([], tf.int32)])
+    def beam_of(beam):
+        return dataclasses.replace(DecodeConfig(), beam_size=beam, max_length=beam).beam_size
+
+    assert int(beam_of(tf.constant(3))) == 3
