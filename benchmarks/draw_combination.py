@@ -71,13 +71,16 @@ def decode_system(trained, examples, beam: int, end_penalty: float, samples: int
     return arrays
 
 
-def choose(systems, slot_weight: float, mbr_weight: float) -> list:
-    """``systems``: FIELDS dicts of one table set -> per table, the chosen beam's output text."""
+def choose(systems, slot_weight: float, mbr_weight: float, witnesses=()) -> list:
+    """``systems``: FIELDS dicts of one table set -> per table, the chosen beam's output text;
+    ``witnesses``: more such dicts whose draws join the evidence but whose beams are no candidates."""
     import tensorflow as tf
 
     from tablegen_tf.metrics.bleu_graph import sentence_bleu
 
     pooled = {name: np.concatenate([system[name] for system in systems], axis=1) for name in FIELDS}
+    pooled["sample_tokens"] = np.concatenate([pooled["sample_tokens"], *(w["sample_tokens"] for w in witnesses)],
+                                             axis=1)
     vocabulary = {}
 
     def ids(texts):
@@ -122,6 +125,8 @@ def main() -> None:
     combine.add_argument("caches", nargs="+", help=".npz files of `cache`, same tables in the same order")
     combine.add_argument("--slot-weight", type=float, default=20.0)
     combine.add_argument("--mbr-weight", type=float, default=50.0)
+    combine.add_argument("--witnesses", nargs="+", default=[], metavar="CACHE",
+                         help="caches whose draws join the evidence, their beams not the candidates")
     combine.add_argument("--output", default=None, help="write the chosen texts here")
     for command in (cache, combine):
         command.add_argument("--format", required=True)
@@ -143,7 +148,8 @@ def main() -> None:
         return
     systems = [dict(np.load(path, allow_pickle=True)) for path in args.caches]
     tokenizer = TokenizerConfig(**json.loads(str(systems[0]["tokenizer"])))  # the references' tokenization
-    texts = choose(systems, args.slot_weight, args.mbr_weight)
+    witnesses = [dict(np.load(path, allow_pickle=True)) for path in args.witnesses]
+    texts = choose(systems, args.slot_weight, args.mbr_weight, witnesses)
     scores = inference.evaluate(_examples(args, tokenizer), texts, format_name=args.format)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:

@@ -32,6 +32,9 @@ def test_another_systems_draws_and_beams_change_the_choice():
     assert draw_combination.choose([first], slot_weight=20, mbr_weight=50) == ["the eagle is a pub"]
     # pooled: six of the eight draws say "coffee shop", so a coffee-shop beam wins
     assert draw_combination.choose([first, second], slot_weight=20, mbr_weight=50) == ["the eagle is a coffee shop ."]
+    # the second system's draws alone (its beams are no candidates) tip the first one's choice
+    assert draw_combination.choose([first], slot_weight=20, mbr_weight=50,
+                                   witnesses=[second]) == ["the eagle is a coffee shop"]
     # the model scores alone: the best-scored beam of either system
     assert draw_combination.choose([first, second], slot_weight=0, mbr_weight=0) == ["the eagle is a pub"]
 
