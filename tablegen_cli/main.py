@@ -18,7 +18,7 @@ from typing import List, Optional
 
 from tablegen_cli import workers
 from tablegen_cli.workers import tf_config_worker, worker_log
-from tablegen_tf.config import DECODE_BOUNDS, ConfigError, DecodeConfig
+from tablegen_tf.config import ConfigError, DecodeConfig, TrainConfig
 from tablegen_tf.readers import format_names
 from tablegen_tf.tempdirs import private_tempdir
 
@@ -172,8 +172,10 @@ def _add_train(subparsers) -> None:
     parser.add_argument("--train", dest="train_dir", default=None, help="prepared training directory")
     parser.add_argument("--valid", dest="valid_dir", default=None, help="prepared validation directory")
     parser.add_argument("--out", required=True, help="run directory (checkpoints, logs, vocabularies)")
-    parser.add_argument("--max-steps", type=int, default=None, help="the training budget in steps (train.max_steps)")
-    parser.add_argument("--max-minutes", type=float, default=None, help="wall-time safety cap (train.max_minutes)")
+    parser.add_argument("--max-steps", type=_bounded(TrainConfig, "max_steps"), default=None,
+                        help="the training budget in steps (train.max_steps)")
+    parser.add_argument("--max-minutes", type=_bounded(TrainConfig, "max_minutes"), default=None,
+                        help="wall-time safety cap (train.max_minutes)")
     parser.add_argument("--warm-start-from", default=None, help="initialise weights from another run directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--workers", type=int, default=1,
@@ -302,9 +304,10 @@ def _add_inference_arguments(parser) -> None:
                         help="input format: one of the formats listed by `tablegen prepare --help`")
     parser.add_argument("--input", required=True, help="input file or directory")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
-    parser.add_argument("--beam-size", type=_decode_flag("beam_size"), default=None,
+    parser.add_argument("--beam-size", type=_bounded(DecodeConfig, "beam_size"), default=None,
                         help="beam size (default: the run's decode config)")
-    parser.add_argument("--max-length", type=_decode_flag("max_length"), default=None, help="maximum output tokens")
+    parser.add_argument("--max-length", type=_bounded(DecodeConfig, "max_length"), default=None,
+                        help="maximum output tokens")
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")
     _add_rerank_arguments(parser)
@@ -340,11 +343,12 @@ def _add_ensemble_argument(parser) -> None:
                              "choose them on a selection split")
 
 
-def _decode_flag(key: str):
-    """The argparse type of the flag for ``decode.<key>``: the field's type, and a usage error
-    "REQUIREMENT, got TEXT" outside its ``DECODE_BOUNDS`` range (before any run is loaded)."""
-    convert = typing.get_type_hints(DecodeConfig)[key]
-    bound = DECODE_BOUNDS[key]
+def _bounded(section, key: str):
+    """The argparse type of the flag for ``section``'s ``key`` (a config dataclass: DecodeConfig,
+    TrainConfig, ...): the field's type, and a usage error "REQUIREMENT, got TEXT" outside its
+    ``BOUNDS`` (before any run is loaded)."""
+    convert = typing.get_type_hints(section)[key]
+    bound = section.BOUNDS[key]
 
     def parse(text: str):
         value = convert(text)
@@ -368,22 +372,22 @@ def _add_rerank_arguments(parser) -> None:
                         help="during the beam search, ending a hypothesis costs P log-prob per value of its "
                              "E2E-style table it has not said yet, so beams that go on to say it are kept for "
                              "the reranker (default: the run's decode.slot_end_penalty, 0 = off)")
-    parser.add_argument("--pragmatic-alpha", type=_decode_flag("pragmatic_alpha"), default=None,
+    parser.add_argument("--pragmatic-alpha", type=_bounded(DecodeConfig, "pragmatic_alpha"), default=None,
                         help="mix each kept beam's score with a listener's, (1 - A) x score + A x log L0(table "
                              "| beam), L0 against the table with one attribute left out at a time (Shen et "
                              "al. 2019; costs one scoring pass per beam and attribute; default: the run's "
                              "decode.pragmatic_alpha, 0 = off)")
-    parser.add_argument("--mbr-weight", type=_decode_flag("mbr_weight"), default=None,
+    parser.add_argument("--mbr-weight", type=_bounded(DecodeConfig, "mbr_weight"), default=None,
                         help="minimum Bayes risk: each kept beam also gains M x its mean sentence BLEU (0-1) "
                              "against --mbr-samples draws of the model, so the beam most like what the model "
                              "would say wins (costs the draws' decoding; default: the run's decode.mbr_weight, "
                              "0 = off)")
-    parser.add_argument("--mbr-samples", type=_decode_flag("mbr_samples"), default=None, metavar="S",
+    parser.add_argument("--mbr-samples", type=_bounded(DecodeConfig, "mbr_samples"), default=None, metavar="S",
                         help="draws per input for --mbr-weight (default: the run's decode.mbr_samples)")
-    parser.add_argument("--mbr-epsilon", type=_decode_flag("mbr_epsilon"), default=None, metavar="E",
+    parser.add_argument("--mbr-epsilon", type=_bounded(DecodeConfig, "mbr_epsilon"), default=None, metavar="E",
                         help="the draws for --mbr-weight never take a token of probability below E "
                              "(epsilon sampling; default: the run's decode.mbr_epsilon)")
-    parser.add_argument("--mbr-references", type=_decode_flag("mbr_references"), default=None, metavar="G",
+    parser.add_argument("--mbr-references", type=_bounded(DecodeConfig, "mbr_references"), default=None, metavar="G",
                         help="score each beam against G draws at a time (multi-reference BLEU, as corpus "
                              "BLEU scores against a table's references; G divides --mbr-samples; default: "
                              "the run's decode.mbr_references, 1)")
@@ -433,8 +437,8 @@ def _add_generate(subparsers) -> None:
     parser.add_argument("--word", action="append", default=[], help="a sentence around this word (repeatable; "
                         "families with a `generate_around` signature); prints to stdout without --output")
     parser.add_argument("--split", choices=["train", "valid", "test"], help="inferred from the path when omitted")
-    parser.add_argument("--beam-size", "--beam", type=_decode_flag("beam_size"), default=None)
-    parser.add_argument("--max-length", type=_decode_flag("max_length"), default=None)
+    parser.add_argument("--beam-size", "--beam", type=_bounded(DecodeConfig, "beam_size"), default=None)
+    parser.add_argument("--max-length", type=_bounded(DecodeConfig, "max_length"), default=None)
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (local --model only; default: the "
                              "model's decode.length_penalty, 0); > 0 favours longer outputs")
@@ -576,13 +580,14 @@ def _add_export(subparsers) -> None:
     target.add_argument("--output", help="SavedModel directory")
     target.add_argument("--serving-base", help="serving base path (with --model-name)")
     parser.add_argument("--model-name", default="tablegen", help="served model name (default tablegen)")
-    parser.add_argument("--beam-size", type=_decode_flag("beam_size"), default=None,
+    parser.add_argument("--beam-size", type=_bounded(DecodeConfig, "beam_size"), default=None,
                         help="serving_default's beam (default: the run's decode config)")
-    parser.add_argument("--max-length", type=_decode_flag("max_length"), default=None, help="maximum output tokens")
+    parser.add_argument("--max-length", type=_bounded(DecodeConfig, "max_length"), default=None,
+                        help="maximum output tokens")
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")
     _add_rerank_arguments(parser)
-    parser.add_argument("--parallel-searches", type=_decode_flag("parallel_searches"), default=None,
+    parser.add_argument("--parallel-searches", type=_bounded(DecodeConfig, "parallel_searches"), default=None,
                         help="a batch of 16 or more tables is searched as this many parts side by side "
                              "(default: the run's decode.parallel_searches, 2; 1 = one search, e.g. for a GPU)")
     parser.set_defaults(handler=_run_export)

@@ -60,7 +60,7 @@ def test_decoding_flags_out_of_range_are_usage_errors_before_any_loading(capsys,
 
 
 def test_each_decoding_flag_refuses_what_the_decode_config_refuses(capsys):
-    """The flags' ranges are the config's (one DECODE_BOUNDS): a value the flag lets through
+    """The flags' ranges are the config's (DecodeConfig.BOUNDS): a value the flag lets through
     is one DecodeConfig accepts, and the other way round."""
     from tablegen_tf.config import DecodeConfig
 
@@ -177,3 +177,10 @@ def test_a_failed_prepare_leaves_nothing_in_the_temp_directory(tmp_path):
         capture_output=True, text=True, timeout=600, env={**os.environ, "TMPDIR": str(temp)})
     assert done.returncode == 2 and "input not found" in done.stderr, done.stderr
     assert list(temp.iterdir()) == []
+
+
+def test_a_negative_step_budget_is_a_usage_error_before_any_loading(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["train", "--out", "no-such-run", "--max-steps", "-5"])
+    assert exited.value.code == 2
+    assert "--max-steps: must be >= 0, got -5" in capsys.readouterr().err

@@ -22,7 +22,7 @@ import difflib
 import json
 import os
 import typing
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Callable, ClassVar, Dict, Iterable, List, Mapping, Optional, Union
 
 import yaml
 
@@ -37,6 +37,34 @@ class ConfigError(ValueError):
 
 
 # ----------------------------------------------------------------- sections
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """A setting's range, stated once in its section's ``BOUNDS``: the section refuses a value
+    outside it (``check_bounds``), and the command line's flag for it refuses one before
+    anything loads (tablegen_cli)."""
+
+    accepts: Callable[[Any], bool]
+    requirement: str  # "must be ...", completed by ", got VALUE"
+
+
+def at_least(minimum) -> Bound:
+    return Bound(lambda value: value >= minimum, f"must be >= {minimum}")
+
+
+def between(low, high) -> Bound:
+    return Bound(lambda value: low <= value <= high, f"must be between {low} and {high}")
+
+
+def check_bounds(section: str, settings) -> None:
+    """A ConfigError naming ``section.key`` for the first setting outside its class's
+    ``BOUNDS``. A tensor (the SavedModel's `generate` takes beam_size and max_length per
+    request) is checked in its graph instead (tablegen_tf.export.checked_decoding_inputs)."""
+    for key, bound in type(settings).BOUNDS.items():
+        value = getattr(settings, key)
+        if isinstance(value, (int, float)) and not bound.accepts(value):
+            raise ConfigError(f"{section}.{key} {bound.requirement}, got {value}")
 
 
 LR_SCHEDULES = ("constant", "cosine", "linear")  # tablegen_tf.training.lr_schedule
@@ -74,12 +102,21 @@ def check_schedule(config: OptimizerConfig, max_steps: int) -> None:
 class TbpttConfig:
     """Truncated BPTT (thesis, RotoWire): backpropagate t2 steps every t1 steps."""
 
+    BOUNDS: ClassVar[Dict[str, Bound]] = {"t1": at_least(1), "t2": at_least(1)}
     t1: int = 100
     t2: int = 100
+
+    def __post_init__(self):
+        check_bounds("train.tbptt", self)
 
 
 @dataclasses.dataclass
 class DataConfig:
+    BOUNDS: ClassVar[Dict[str, Bound]] = {
+        "max_words": at_least(0), "batch_size": at_least(1), "max_position": at_least(1),
+        "max_target_length": at_least(0), "max_records": at_least(0), "max_source_length": at_least(0),
+        "shuffle_buffer": at_least(0), "cache_max_mb": at_least(0),
+    }
     train: Optional[str] = None  # directories written by `tablegen prepare`
     valid: Optional[str] = None
     vocab: Optional[str] = None  # default: <train>/vocab
@@ -103,9 +140,18 @@ class DataConfig:
     # example files total at most this many MB on disk (~25x that in memory); 0 = never
     cache_max_mb: int = 16
 
+    def __post_init__(self):
+        check_bounds("data", self)
+
 
 @dataclasses.dataclass
 class TrainConfig:
+    BOUNDS: ClassVar[Dict[str, Bound]] = {
+        "max_steps": at_least(0), "max_minutes": at_least(0), "eval_every_steps": at_least(1),
+        "eval_max_examples": at_least(0), "eval_loss_batches": at_least(0), "checkpoint_every_steps": at_least(1),
+        "keep_checkpoints": at_least(1), "early_stopping_patience": at_least(0), "decay_on_plateau": between(0, 1),
+        "log_every_steps": at_least(1),
+    }
     optimizer: OptimizerConfig = dataclasses.field(default_factory=OptimizerConfig)
     tbptt: Optional[TbpttConfig] = None
     max_steps: int = 0  # the budget (0 = no step limit)
@@ -125,6 +171,7 @@ class TrainConfig:
     strategy: str = "default"  # default | mirrored | multi_worker_mirrored (tf.distribute)
 
     def __post_init__(self):
+        check_bounds("train", self)
         check_schedule(self.optimizer, self.max_steps)
 
 
@@ -137,29 +184,14 @@ class TokenizerConfig:
         return dataclasses.asdict(self)
 
 
-@dataclasses.dataclass(frozen=True)
-class Bound:
-    """A setting's range, stated once: its dataclass refuses a value outside it, and the
-    command line's flag for it refuses one before anything loads (tablegen_cli)."""
-
-    accepts: Callable[[Any], bool]
-    requirement: str  # "must be ...", completed by ", got VALUE"
-
-
-DECODE_BOUNDS = {
-    "beam_size": Bound(lambda value: value >= 1, "must be >= 1"),
-    "max_length": Bound(lambda value: value >= 1, "must be >= 1"),
-    "pragmatic_alpha": Bound(lambda value: 0.0 <= value <= 1.0, "must be between 0 and 1"),
-    "mbr_weight": Bound(lambda value: value >= 0, "must be >= 0"),
-    "mbr_samples": Bound(lambda value: value >= 1, "must be >= 1"),
-    "mbr_epsilon": Bound(lambda value: 0.0 <= value < 1.0, "must be at least 0 and below 1"),
-    "mbr_references": Bound(lambda value: value >= 1, "must be >= 1"),
-    "parallel_searches": Bound(lambda value: value >= 1, "must be >= 1"),
-}
-
-
 @dataclasses.dataclass
 class DecodeConfig:
+    BOUNDS: ClassVar[Dict[str, Bound]] = {
+        "beam_size": at_least(1), "max_length": at_least(1), "pragmatic_alpha": between(0, 1),
+        "mbr_weight": at_least(0), "mbr_samples": at_least(1),
+        "mbr_epsilon": Bound(lambda value: 0.0 <= value < 1.0, "must be at least 0 and below 1"),
+        "mbr_references": at_least(1), "parallel_searches": at_least(1),
+    }
     beam_size: int = 5
     max_length: int = 100
     length_penalty: float = 0.0  # GNMT alpha; 0 = plain sum of log-probs
@@ -198,12 +230,7 @@ class DecodeConfig:
     parallel_searches: int = 2
 
     def __post_init__(self):
-        for key, bound in DECODE_BOUNDS.items():
-            value = getattr(self, key)
-            # A tensor (the SavedModel's `generate` takes beam_size and max_length per request)
-            # is checked in its graph (tablegen_tf.export.checked_decoding_inputs).
-            if isinstance(value, (int, float)) and not bound.accepts(value):
-                raise ConfigError(f"decode.{key} {bound.requirement}, got {value}")
+        check_bounds("decode", self)
         if self.mbr_samples % self.mbr_references:
             raise ConfigError(f"decode.mbr_references must divide decode.mbr_samples ({self.mbr_samples}), "
                               f"got {self.mbr_references}")

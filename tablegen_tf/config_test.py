@@ -1,5 +1,6 @@
 import dataclasses
 import json
+import re
 
 import pytest
 
@@ -161,3 +162,19 @@ def test_a_beam_size_given_as_a_tensor_is_left_to_the_graphs_own_check():
         return dataclasses.replace(DecodeConfig(), beam_size=beam, max_length=beam).beam_size
 
     assert int(beam_of(tf.constant(3))) == 3
+
+
+@pytest.mark.parametrize("override, message", [
+    ("data.batch_size=0", "data.batch_size must be >= 1, got 0"),
+    ("data.max_words=-1", "data.max_words must be >= 0, got -1"),
+    ("train.eval_every_steps=0", "train.eval_every_steps must be >= 1, got 0"),
+    ("train.log_every_steps=0", "train.log_every_steps must be >= 1, got 0"),
+    ("train.max_steps=-5", "train.max_steps must be >= 0, got -5"),
+    ("train.decay_on_plateau=1.5", "train.decay_on_plateau must be between 0 and 1, got 1.5"),
+    ("train.tbptt.t1=0", "train.tbptt.t1 must be >= 1, got 0"),
+])
+def test_data_and_train_settings_out_of_range_are_refused_with_the_key(override, message):
+    # before: a batch size of 0 or a log interval of 0 failed inside training (a modulo by zero)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config("e2e", [override])
+    assert load_config("e2e", ["train.max_steps=0", "data.max_words=0"]).train.max_steps == 0
