@@ -72,6 +72,11 @@ LR_SCHEDULES = ("constant", "cosine", "linear")  # tablegen_tf.training.lr_sched
 
 @dataclasses.dataclass
 class OptimizerConfig:
+    BOUNDS: ClassVar[Dict[str, Bound]] = {
+        "learning_rate": Bound(lambda value: value > 0, "must be > 0"), "clipnorm": at_least(0),
+        "clipvalue": at_least(0), "rho": between(0, 1), "warmup_steps": at_least(0),
+        "final_lr_fraction": between(0, 1),
+    }
     name: str = "adam"  # adam | rmsprop | sgd
     learning_rate: float = 0.001
     clipnorm: float = 5.0  # global norm clipping of the aggregated gradient
@@ -83,6 +88,9 @@ class OptimizerConfig:
     warmup_steps: int = 0  # linear ramp from learning_rate / warmup_steps, any schedule
     final_lr_fraction: float = 0.0
 
+    def __post_init__(self):
+        check_bounds("train.optimizer", self)
+
 
 def check_schedule(config: OptimizerConfig, max_steps: int) -> None:
     """A clear error for a learning-rate schedule the step budget cannot define."""
@@ -92,10 +100,6 @@ def check_schedule(config: OptimizerConfig, max_steps: int) -> None:
     if config.schedule != "constant" and max_steps <= 0:
         raise ConfigError(f"train.optimizer.schedule: {config.schedule!r} anneals over the step budget: "
                           "set train.max_steps (or --max-steps)")
-    if config.warmup_steps < 0:
-        raise ConfigError(f"train.optimizer.warmup_steps must be >= 0, got {config.warmup_steps}")
-    if not 0.0 <= config.final_lr_fraction <= 1.0:
-        raise ConfigError(f"train.optimizer.final_lr_fraction must be between 0 and 1, got {config.final_lr_fraction}")
 
 
 @dataclasses.dataclass
