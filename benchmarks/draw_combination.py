@@ -2,12 +2,12 @@
 (docs/e2e_quality_log.md, "MBR system combination, slot budget under MBR").
 
 ``cache`` decodes one system (a run, or an ensemble: ``--model`` + ``--ensemble``) once and
-keeps, per table, its kept beams (their tokens, output text, score and slot errors; beam
-``--beam-size``, end gate ``--slot-end-penalty``) and ``--samples`` draws of it (epsilon
-sampling, as `tablegen evaluate --mbr-weight` draws them). ``combine`` then picks one text per
+keeps, per table, its kept beams (their texts, scores and slot errors; beam ``--beam-size``, end
+gate ``--slot-end-penalty``: ``rerank_sweep.kept_beams``) and ``--samples`` draws of it (epsilon
+sampling, as `tablegen evaluate --mbr-weight` draws them: ``rerank_sweep.sampled_texts``). ``combine`` then picks one text per
 table among every cached system's beams by
 
-    score - W x slot errors + M x mean sentence BLEU (token level) against every system's draws
+    score - W x slot errors + M x mean sentence BLEU (over the texts' words) against every system's draws
 
 which, with one cache, is the recipe's MBR reranking outside the graph (the graph's BLEU runs on
 ids, so ~15 % of the texts differ where two beams are nearly tied), and with several is MBR
@@ -30,57 +30,36 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-FIELDS = ("tokens", "outputs", "scores", "errors", "sample_tokens")
+FIELDS = ("texts", "scores", "errors", "sample_texts")
 
 
 def decode_system(trained, examples, beam: int, end_penalty: float, samples: int, epsilon: float,
-                  seed: int, batch_size: int = 16) -> dict:
-    """-> FIELDS as arrays over tables: beams' tokens / output texts / scores (-inf: dead) /
-    slot errors [N, K], the draws' tokens [N, S]."""
-    import tensorflow as tf
+                  seed: int) -> dict:
+    """-> FIELDS as arrays over tables: the kept beams' texts / scores (-inf: a dead beam, text
+    "") / slot errors [N, K], the draws' texts [N, S]."""
+    from rerank_sweep import kept_beams, sampled_texts
 
-    from tablegen_tf.constants import NEG_INF
-    from tablegen_tf.decoding.common import tile_batch
-    from tablegen_tf.generation import decode_beams, mbr_sampler
-    from tablegen_tf.metrics.slot_graph import slot_errors
-
-    featurizer = trained.featurizer
-    search = dataclasses.replace(trained.config.decode, beam_size=beam, slot_end_penalty=end_penalty,
-                                 slot_rerank_weight=0.0, coverage_rerank_weight=0.0, pragmatic_alpha=0.0,
-                                 mbr_weight=0.0)
-    sampling = dataclasses.replace(search, mbr_weight=1.0, mbr_samples=samples, mbr_epsilon=epsilon, mbr_seed=seed)
-
-    @tf.function(reduce_retracing=True)
-    def run(batch):
-        ids, lengths, scores, _, memory = decode_beams(trained.model, featurizer, batch, search)
-        k = tf.shape(ids)[1]
-        tokens = featurizer.candidate_texts(batch, ids, lengths)
-        errors = slot_errors(*featurizer.slot_table(batch), tokens)
-        flat_ids = tf.reshape(ids, [-1, tf.shape(ids)[2]])
-        outputs = tf.reshape(featurizer.output_text(tile_batch(batch, k), flat_ids, tf.reshape(lengths, [-1])),
-                             [-1, k])
-        sample_ids, sample_lengths, _ = mbr_sampler(trained.model, batch, sampling, memory)()
-        return tokens, outputs, scores, errors, featurizer.candidate_texts(batch, sample_ids, sample_lengths)
-
-    parts = {name: [] for name in FIELDS}
-    for batch in featurizer.ordered_batches([e.serialize() for e in examples], batch_size):
-        for name, value in zip(FIELDS, run(batch)):
-            parts[name].append(value.numpy())
-    arrays = {name: np.concatenate(values) for name, values in parts.items()}
-    arrays["scores"] = np.where(arrays["scores"] > NEG_INF / 2, arrays["scores"], -np.inf)
-    return arrays
+    tables = kept_beams(trained, examples, beam, trained.config.decode.length_penalty, "slot",
+                        end_penalty=end_penalty)
+    draws = sampled_texts(trained, examples, samples, epsilon, "slot", seed)
+    dead = ("", -np.inf, 0, 0.0)  # kept_beams leaves dead beams out
+    padded = [beams + [dead] * (beam - len(beams)) for beams in tables]
+    return {"texts": np.array([[b[0] for b in beams] for beams in padded], object),
+            "scores": np.array([[b[1] for b in beams] for beams in padded], np.float32),
+            "errors": np.array([[b[2] for b in beams] for beams in padded], np.int32),
+            "sample_texts": np.array([[d[0] for d in table] for table in draws], object)}
 
 
 def choose(systems, slot_weight: float, mbr_weight: float, witnesses=()) -> list:
-    """``systems``: FIELDS dicts of one table set -> per table, the chosen beam's output text;
+    """``systems``: FIELDS dicts of one table set -> per table, the chosen beam's text;
     ``witnesses``: more such dicts whose draws join the evidence but whose beams are no candidates."""
     import tensorflow as tf
 
     from tablegen_tf.metrics.bleu_graph import sentence_bleu
 
     pooled = {name: np.concatenate([system[name] for system in systems], axis=1) for name in FIELDS}
-    pooled["sample_tokens"] = np.concatenate([pooled["sample_tokens"], *(w["sample_tokens"] for w in witnesses)],
-                                             axis=1)
+    pooled["sample_texts"] = np.concatenate([pooled["sample_texts"], *(w["sample_texts"] for w in witnesses)],
+                                            axis=1)
     vocabulary = {}
 
     def ids(texts):
@@ -92,9 +71,9 @@ def choose(systems, slot_weight: float, mbr_weight: float, witnesses=()) -> list
     bleu = tf.function(sentence_bleu, reduce_retracing=True)
     chosen = []
     for table in range(len(pooled["scores"])):
-        gain = tf.reduce_mean(bleu(*ids(pooled["tokens"][table]), *ids(pooled["sample_tokens"][table])), axis=2)
+        gain = tf.reduce_mean(bleu(*ids(pooled["texts"][table]), *ids(pooled["sample_texts"][table])), axis=2)
         key = pooled["scores"][table] - slot_weight * pooled["errors"][table] + mbr_weight * gain.numpy()[0]
-        chosen.append(_text(pooled["outputs"][table][int(np.argmax(key))]))
+        chosen.append(_text(pooled["texts"][table][int(np.argmax(key))]))
     return chosen
 
 

@@ -18,10 +18,9 @@ DEVSET = os.path.join(ROOT, "tests", "fixtures", "e2e", "devset.csv")
 
 
 def system(beams, scores, errors, samples):
-    """One table's cache: beams' tokens (output text = tokens here), scores, slot errors; draws."""
-    return {"tokens": np.array([beams], object), "outputs": np.array([beams], object),
-            "scores": np.array([scores], np.float32), "errors": np.array([errors], np.int32),
-            "sample_tokens": np.array([samples], object)}
+    """One table's cache: beams' texts, scores, slot errors; draws."""
+    return {"texts": np.array([beams], object), "scores": np.array([scores], np.float32),
+            "errors": np.array([errors], np.int32), "sample_texts": np.array([samples], object)}
 
 
 def test_another_systems_draws_and_beams_change_the_choice():
@@ -65,7 +64,7 @@ def test_the_cached_best_beam_is_what_the_graphs_search_returns(data_dir, tmp_pa
     examples = build(raws, trained.config.tokenizer, needs_text=True)[0]
     cached = draw_combination.decode_system(trained, examples, beam=3, end_penalty=3.0, samples=4, epsilon=0.02,
                                             seed=1)
-    assert cached["tokens"].shape == (len(examples), 3) and cached["sample_tokens"].shape == (len(examples), 4)
+    assert cached["texts"].shape == (len(examples), 3) and cached["sample_texts"].shape == (len(examples), 4)
     config = dataclasses.replace(trained.config.decode, beam_size=3, slot_end_penalty=3.0, slot_rerank_weight=0.0,
                                  coverage_rerank_weight=0.0, pragmatic_alpha=0.0, mbr_weight=0.0)
     featurizer = trained.featurizer
