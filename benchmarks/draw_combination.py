@@ -4,10 +4,10 @@
 ``cache`` decodes one system (a run, or an ensemble: ``--model`` + ``--ensemble``) once and
 keeps, per table, its kept beams (their texts, scores and slot errors; beam ``--beam-size``, end
 gate ``--slot-end-penalty``: ``rerank_sweep.kept_beams``) and ``--samples`` draws of it (epsilon
-sampling, as `tablegen evaluate --mbr-weight` draws them: ``rerank_sweep.sampled_texts``). ``combine`` then picks one text per
-table among every cached system's beams by
+sampling, as `tablegen evaluate --mbr-weight` draws them: ``rerank_sweep.sampled_texts``).
+``combine`` then picks one text per table among every cached system's beams by
 
-    score - W x slot errors + M x mean sentence BLEU (over the texts' words) against every system's draws
+    score - W x slot errors + M x mean sentence BLEU (over the texts' words) against all draws
 
 which, with one cache, is the recipe's MBR reranking outside the graph (the graph's BLEU runs on
 ids, so ~15 % of the texts differ where two beams are nearly tied), and with several is MBR

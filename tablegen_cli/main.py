@@ -213,7 +213,7 @@ def _run_config_show(args, _extra) -> int:
 
     from tablegen_tf.config import load_config, parse_overrides
 
-    overrides = parse_overrides(args.overrides)  # a ConfigError is reported by main()
+    overrides = parse_overrides(args.overrides)  # a ConfigError is reported by _handled
     if args.model:
         overrides.setdefault("model", {})["name"] = args.model
     config = load_config(args.config, overrides)
