@@ -57,11 +57,21 @@ def between(low, high) -> Bound:
     return Bound(lambda value: low <= value <= high, f"must be between {low} and {high}")
 
 
+def above(minimum) -> Bound:
+    return Bound(lambda value: value > minimum, f"must be > {minimum}")
+
+
+def at_least_below(low, high) -> Bound:
+    """[low, high): e.g. a dropout rate (1 would drop everything)."""
+    return Bound(lambda value: low <= value < high, f"must be at least {low} and below {high}")
+
+
 def check_bounds(section: str, settings) -> None:
     """A ConfigError naming ``section.key`` for the first setting outside its class's
-    ``BOUNDS``. A tensor (the SavedModel's `generate` takes beam_size and max_length per
-    request) is checked in its graph instead (tablegen_tf.export.checked_decoding_inputs)."""
-    for key, bound in type(settings).BOUNDS.items():
+    ``BOUNDS`` (none: a model family's config may declare none). A tensor (the SavedModel's
+    `generate` takes beam_size and max_length per request) is checked in its graph instead
+    (tablegen_tf.export.checked_decoding_inputs)."""
+    for key, bound in getattr(type(settings), "BOUNDS", {}).items():
         value = getattr(settings, key)
         if isinstance(value, (int, float)) and not bound.accepts(value):
             raise ConfigError(f"{section}.{key} {bound.requirement}, got {value}")
@@ -73,7 +83,7 @@ LR_SCHEDULES = ("constant", "cosine", "linear")  # tablegen_tf.training.lr_sched
 @dataclasses.dataclass
 class OptimizerConfig:
     BOUNDS: ClassVar[Dict[str, Bound]] = {
-        "learning_rate": Bound(lambda value: value > 0, "must be > 0"), "clipnorm": at_least(0),
+        "learning_rate": above(0), "clipnorm": at_least(0),
         "clipvalue": at_least(0), "rho": between(0, 1), "warmup_steps": at_least(0),
         "final_lr_fraction": between(0, 1),
     }
@@ -193,7 +203,7 @@ class DecodeConfig:
     BOUNDS: ClassVar[Dict[str, Bound]] = {
         "beam_size": at_least(1), "max_length": at_least(1), "pragmatic_alpha": between(0, 1),
         "mbr_weight": at_least(0), "mbr_samples": at_least(1),
-        "mbr_epsilon": Bound(lambda value: 0.0 <= value < 1.0, "must be at least 0 and below 1"),
+        "mbr_epsilon": at_least_below(0, 1),
         "mbr_references": at_least(1), "parallel_searches": at_least(1),
     }
     beam_size: int = 5
@@ -382,6 +392,7 @@ def build_config(values: Mapping[str, Any]) -> Config:
     for kind in family.kinds():
         merged = deep_merge(merged, family_settings.get(kind) or {})
     model = from_dict(family.config_class, deep_merge(merged, {**model_values, "name": family.name}), "model")
+    check_bounds("model", model)  # the family config's own BOUNDS
     sections = {name: from_dict(cls, values.get(name), name) for name, cls in SECTIONS.items()}
     return Config(model=model, **sections)
 

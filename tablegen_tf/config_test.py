@@ -178,3 +178,28 @@ def test_data_and_train_settings_out_of_range_are_refused_with_the_key(override,
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config("e2e", [override])
     assert load_config("e2e", ["train.max_steps=0", "data.max_words=0"]).train.max_steps == 0
+
+
+@pytest.mark.parametrize("family, override, message", [
+    ("encdec-copy", "model.num_layers=0", "model.num_layers must be >= 1, got 0"),
+    ("encdec-copy", "model.dropout=1.0", "model.dropout must be at least 0 and below 1, got 1.0"),
+    ("ncp", "model.max_plan_length=0", "model.max_plan_length must be >= 1, got 0"),
+    ("order-planning", "model.fixed_gate=1.5", "model.fixed_gate must be between 0 and 1, got 1.5"),
+    ("table-nlm", "model.order=1", "model.order must be >= 2, got 1"),
+    ("kn", "model.discount=2", "model.discount must be between 0 and 1, got 2.0"),
+    ("backbone-lm", "model.init_scale=0", "model.init_scale must be > 0, got 0.0"),
+    ("seq-lm", "model.hidden_size=0", "model.hidden_size must be >= 1, got 0"),
+    ("fsc", "model.samples=0", "model.samples must be >= 1, got 0"),
+    ("compression-lm", "model.word_dim=-3", "model.word_dim must be >= 1, got -3"),
+])
+def test_model_settings_out_of_range_are_refused_by_their_familys_bounds(family, override, message):
+    # before: a hidden size of 0 or a dropout of 1 failed inside Keras, after the data loaded
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, [f"model.name={family}", override])
+
+
+def test_every_familys_defaults_are_inside_its_bounds():
+    from tablegen_tf.models.registry import family_names
+
+    for name in family_names():
+        assert load_config(None, [f"model.name={name}"]).model.name == name

@@ -48,6 +48,7 @@ from typing import ClassVar, Dict
 import keras
 import tensorflow as tf
 
+from tablegen_tf.config import Bound, above, at_least
 from tablegen_tf.constants import BOS_ID, EOS_ID, PAD_ID
 from tablegen_tf.models import GenerationModel, register_model
 from tablegen_tf.models.backbone_lm.featurizer import SequentialWordFeaturizer, WordFeaturizer
@@ -59,6 +60,7 @@ _NEG_INF = float("-inf")
 @dataclasses.dataclass
 class BackboneLMConfig:
     KIND: ClassVar[str] = "backbone-lm"
+    BOUNDS: ClassVar[Dict[str, Bound]] = {"word_dim": at_least(1), "hidden_size": at_least(1), "init_scale": above(0)}
     name: str = "backbone-lm"
     word_dim: int = 50  # paper: 50-d embeddings
     hidden_size: int = 200  # paper: one GRU layer of 200 units
@@ -68,6 +70,7 @@ class BackboneLMConfig:
 @dataclasses.dataclass
 class SequentialLMConfig:
     KIND: ClassVar[str] = "seq-lm"
+    BOUNDS: ClassVar[Dict[str, Bound]] = BackboneLMConfig.BOUNDS
     name: str = "seq-lm"
     word_dim: int = 50
     hidden_size: int = 100  # paper: half the backbone's, the "fair size" comparison

@@ -9,11 +9,12 @@ it "generates" by sampling the LM (the source is ignored); ASC loads a trained r
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Dict
 
 import keras
 import tensorflow as tf
 
+from tablegen_tf.config import Bound, at_least
 from tablegen_tf.constants import EOS_ID, NEG_INF
 from tablegen_tf.data.text_featurizer import TextFeaturizer
 from tablegen_tf.models.base import GenerationModel
@@ -23,6 +24,7 @@ from tablegen_tf.models.registry import register_model
 @dataclasses.dataclass
 class CompressionLMConfig:
     KIND: ClassVar[str] = "compression-lm"
+    BOUNDS: ClassVar[Dict[str, Bound]] = {"word_dim": at_least(1), "hidden_size": at_least(1)}
     name: str = "compression-lm"
     word_dim: int = 64
     hidden_size: int = 128

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import ClassVar
+from typing import ClassVar, Dict
 
 import keras
 import tensorflow as tf
 
+from tablegen_tf.config import Bound, at_least, at_least_below
 from tablegen_tf.constants import BOS_ID, EOS_ID, MASKED_LOGIT, NEG_INF, PAD_ID, UNK_ID
 from tablegen_tf.data.text_featurizer import TextFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
@@ -58,6 +59,13 @@ class CompressionConfig:
     """The ``model:`` section of the sentence-compression family (its only defaults)."""
 
     KIND: ClassVar[str] = "compression"
+    BOUNDS: ClassVar[Dict[str, Bound]] = {
+        "word_dim": at_least(1), "hidden_size": at_least(1), "attention_size": at_least(1), "kl_weight": at_least(0),
+        "samples": at_least(1), "baseline_hidden": at_least(1), "asc_weight": at_least(0),
+        "dropout": at_least_below(0, 1), "shape_dim": at_least(0), "softmax_words": at_least(0),
+        "trainable_words": at_least(0), "tagging_weight": at_least(0), "tagger_decoding_weight": at_least(0),
+        "syntax_weight": at_least(0),
+    }
     name: str = "fsc"
     word_dim: int = 100
     hidden_size: int = 128  # per encoder direction; compressor / decoder cells are 2x this

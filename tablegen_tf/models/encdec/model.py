@@ -28,11 +28,12 @@ is overridden (scaled per replica for tf.distribute).
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Dict
 
 import keras
 import tensorflow as tf
 
+from tablegen_tf.config import Bound, at_least, at_least_below
 from tablegen_tf.constants import BOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
@@ -52,6 +53,11 @@ class EncDecConfig:
     """The ``model:`` section of the encoder-decoder family (its only defaults)."""
 
     KIND: ClassVar[str] = "encdec"  # corpus files tune it under `models: {encdec: ...}`
+    BOUNDS: ClassVar[Dict[str, Bound]] = {
+        "hidden_size": at_least(1), "num_layers": at_least(1), "word_dim": at_least(1), "field_dim": at_least(0),
+        "value_dim": at_least(1), "position_dim": at_least(0), "entity_dim": at_least(0), "group_dim": at_least(0),
+        "dropout": at_least_below(0, 1), "label_smoothing": at_least_below(0, 1),
+    }
     name: str = "encdec-copy"
     hidden_size: int = 256  # record encoding r_hat, LSTM and attentional vector size
     num_layers: int = 2  # thesis: 2-layer LSTM decoder

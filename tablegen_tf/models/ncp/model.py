@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Dict
 
 import keras
 import tensorflow as tf
 
+from tablegen_tf.config import Bound, at_least
 from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, PAD_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.greedy import greedy_search
@@ -20,6 +21,7 @@ from tablegen_tf.models.registry import register_model
 @dataclasses.dataclass
 class NCPConfig(EncDecConfig):
     KIND: ClassVar[str] = "ncp"
+    BOUNDS: ClassVar[Dict[str, Bound]] = {**EncDecConfig.BOUNDS, "max_plan_length": at_least(1)}
     name: str = "ncp"
     max_plan_length: int = 80  # greedy plan decoding steps
 

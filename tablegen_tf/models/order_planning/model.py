@@ -35,12 +35,12 @@ the output projection and the copy scores.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Optional
+from typing import ClassVar, Dict, Optional
 
 import keras
 import tensorflow as tf
 
-from tablegen_tf.config import ConfigError
+from tablegen_tf.config import Bound, ConfigError, at_least, at_least_below, between
 from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
@@ -60,6 +60,10 @@ class OrderPlanningConfig:
     """The ``model:`` section of order-planning (its only defaults: the paper's)."""
 
     KIND: ClassVar[str] = "order-planning"  # corpus files tune it under `models: {order-planning: ...}`
+    BOUNDS: ClassVar[Dict[str, Bound]] = {
+        "word_dim": at_least(1), "field_dim": at_least(1), "hidden_size": at_least(1), "fixed_gate": between(0, 1),
+        "l2": at_least(0), "dropout": at_least_below(0, 1),
+    }
     name: str = "order-planning"
     word_dim: int = 400  # content/target word embeddings (paper: 400)
     field_dim: int = 400  # field embeddings (paper: 400)
@@ -411,8 +415,8 @@ def _check(attention, copy, field_feedback, fixed_gate):
         raise ConfigError(f"model.field_feedback must be one of {', '.join(FIELD_FEEDBACK)}, got {field_feedback!r}")
     if field_feedback == "content_attention" and attention == "link":
         raise ConfigError("model.field_feedback=content_attention needs content attention (model.attention)")
-    if fixed_gate is not None and (attention != "hybrid" or not 0.0 <= fixed_gate <= 1.0):
-        raise ConfigError(f"model.fixed_gate={fixed_gate!r} needs model.attention=hybrid and 0 <= z <= 1")
+    if fixed_gate is not None and attention != "hybrid":  # its range: OrderPlanningConfig.BOUNDS
+        raise ConfigError(f"model.fixed_gate={fixed_gate!r} needs model.attention=hybrid")
 
 
 def _swap_batch_time(x):

@@ -46,6 +46,7 @@ from nltk.lm.models import InterpolatedLanguageModel
 from nltk.lm.preprocessing import padded_everygram_pipeline
 from nltk.lm.smoothing import KneserNey
 
+from tablegen_tf.config import Bound, at_least, between
 from tablegen_tf.constants import BOS_ID, PAD_ID, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.models.base import GenerationModel
@@ -60,6 +61,7 @@ class KNConfig:
     """The ``model:`` section of the Kneser-Ney baselines."""
 
     KIND: ClassVar[str] = "kn"
+    BOUNDS: ClassVar[Dict[str, Bound]] = {"order": at_least(1), "discount": between(0, 1)}
     name: str = "kn"
     order: int = 5
     discount: float = 0.75  # NLTK's KN discount (in [0, 1]); 0.75 is the usual KN value

@@ -38,11 +38,12 @@ domains and not directly comparable.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Dict
 
 import keras
 import tensorflow as tf
 
+from tablegen_tf.config import Bound, at_least, at_least_below
 from tablegen_tf.constants import BOS_ID, MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.models.base import GenerationModel
 from tablegen_tf.models.registry import register_model
@@ -54,6 +55,11 @@ class TableNLMConfig:
     """The ``model:`` section of Table NLM; defaults are the paper's Table 3 (WikiBio)."""
 
     KIND: ClassVar[str] = "table-nlm"  # corpus files tune it under `models: {table-nlm: ...}`
+    BOUNDS: ClassVar[Dict[str, Bound]] = {
+        "order": at_least(2),  # an n-gram model with n-1 >= 1 context words
+        "word_dim": at_least(1), "global_dim": at_least(1), "hidden_units": at_least(1),
+        "max_field_position": at_least(1), "min_field_count": at_least(0), "dropout": at_least_below(0, 1),
+    }
     name: str = "table-nlm"
     order: int = 11  # n: the context is the n-1 previous words
     word_dim: int = 64  # d: word, (field, position) embeddings
@@ -112,8 +118,6 @@ class TableNLM(GenerationModel):
         super().__init__(**kwargs)
         if local_end and not local_start:
             raise ValueError("model.local_end needs model.local_start (the paper's rows add end to start)")
-        if order < 2:
-            raise ValueError(f"model.order must be >= 2 (an n-gram model with n-1 context words), got {order}")
         self.word_vocab_size, self.field_vocab_size = word_vocab_size, field_vocab_size
         self.order, self.word_dim, self.global_dim = order, word_dim, global_dim
         self.hidden_units, self.max_field_position = hidden_units, max_field_position
