@@ -31,6 +31,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 FIELDS = ("texts", "scores", "errors", "sample_texts")
+DRAW_FIELDS = ("sample_scores", "sample_errors")  # the draws as candidates (``--draw-candidates``)
 
 
 def decode_system(trained, examples, beam: int, end_penalty: float, samples: int, epsilon: float,
@@ -47,12 +48,18 @@ def decode_system(trained, examples, beam: int, end_penalty: float, samples: int
     return {"texts": np.array([[b[0] for b in beams] for beams in padded], object),
             "scores": np.array([[b[1] for b in beams] for beams in padded], np.float32),
             "errors": np.array([[b[2] for b in beams] for beams in padded], np.int32),
-            "sample_texts": np.array([[d[0] for d in table] for table in draws], object)}
+            "sample_texts": np.array([[d[0] for d in table] for table in draws], object),
+            "sample_scores": np.array([[d[1] for d in table] for table in draws], np.float32),
+            "sample_errors": np.array([[d[2] for d in table] for table in draws], np.int32)}
 
 
-def choose(systems, slot_weight: float, mbr_weight: float, witnesses=()) -> list:
+def choose(systems, slot_weight: float, mbr_weight: float, witnesses=(), draw_candidates: bool = False,
+           score_weight: float = 1.0) -> list:
     """``systems``: FIELDS dicts of one table set -> per table, the chosen beam's text;
-    ``witnesses``: more such dicts whose draws join the evidence but whose beams are no candidates."""
+    ``witnesses``: more such dicts whose draws join the evidence but whose beams are no candidates;
+    ``draw_candidates``: the systems' draws are candidates too (with their log-probabilities and
+    slot errors; a draw's BLEU against itself is left out of its mean, sampling-based MBR);
+    ``score_weight``: the log-probability's weight in the key (0: MBR and slot errors only)."""
     import tensorflow as tf
 
     from tablegen_tf.metrics.bleu_graph import sentence_bleu
@@ -60,6 +67,11 @@ def choose(systems, slot_weight: float, mbr_weight: float, witnesses=()) -> list
     pooled = {name: np.concatenate([system[name] for system in systems], axis=1) for name in FIELDS}
     pooled["sample_texts"] = np.concatenate([pooled["sample_texts"], *(w["sample_texts"] for w in witnesses)],
                                             axis=1)
+    if draw_candidates:
+        for name in ("texts", "scores", "errors"):
+            draws_of = np.concatenate([system["sample_" + name] for system in systems], axis=1)
+            pooled[name] = np.concatenate([pooled[name], draws_of], axis=1)
+    draws = sum(system["sample_texts"].shape[1] for system in systems) if draw_candidates else 0
     vocabulary = {}
 
     def ids(texts):
@@ -71,10 +83,23 @@ def choose(systems, slot_weight: float, mbr_weight: float, witnesses=()) -> list
     bleu = tf.function(sentence_bleu, reduce_retracing=True)
     chosen = []
     for table in range(len(pooled["scores"])):
-        gain = tf.reduce_mean(bleu(*ids(pooled["texts"][table]), *ids(pooled["sample_texts"][table])), axis=2)
-        key = pooled["scores"][table] - slot_weight * pooled["errors"][table] + mbr_weight * gain.numpy()[0]
+        utility = bleu(*ids(pooled["texts"][table]), *ids(pooled["sample_texts"][table])).numpy()[0]
+        gain = _mean_leaving_out_self(utility, draws)
+        key = (score_weight * pooled["scores"][table] - slot_weight * pooled["errors"][table]
+               + mbr_weight * gain)
         chosen.append(_text(pooled["texts"][table][int(np.argmax(key))]))
     return chosen
+
+
+def _mean_leaving_out_self(utility, draws: int):
+    """utility [candidates, evidence] -> each candidate's mean; the last ``draws`` candidates are
+    the first ``draws`` evidence texts themselves, and their own column is left out."""
+    gain = utility.mean(axis=1)
+    if draws:
+        width = utility.shape[1]
+        own = np.diagonal(utility[-draws:, :draws])
+        gain[-draws:] = (utility[-draws:].sum(axis=1) - own) / (width - 1)
+    return gain
 
 
 def _text(value) -> str:
@@ -106,6 +131,10 @@ def main() -> None:
     combine.add_argument("--mbr-weight", type=float, default=50.0)
     combine.add_argument("--witnesses", nargs="+", default=[], metavar="CACHE",
                          help="caches whose draws join the evidence, their beams not the candidates")
+    combine.add_argument("--draw-candidates", action="store_true",
+                         help="the systems' draws are candidates too (needs caches with sample_scores)")
+    combine.add_argument("--score-weight", type=float, default=1.0,
+                         help="weight of the log-probability in the key (0: MBR and slot errors only)")
     combine.add_argument("--output", default=None, help="write the chosen texts here")
     for command in (cache, combine):
         command.add_argument("--format", required=True)
@@ -128,7 +157,8 @@ def main() -> None:
     systems = [dict(np.load(path, allow_pickle=True)) for path in args.caches]
     tokenizer = TokenizerConfig(**json.loads(str(systems[0]["tokenizer"])))  # the references' tokenization
     witnesses = [dict(np.load(path, allow_pickle=True)) for path in args.witnesses]
-    texts = choose(systems, args.slot_weight, args.mbr_weight, witnesses)
+    texts = choose(systems, args.slot_weight, args.mbr_weight, witnesses, args.draw_candidates,
+                   args.score_weight)
     scores = inference.evaluate(_examples(args, tokenizer), texts, format_name=args.format)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
