@@ -37,7 +37,7 @@ def test_every_corpus_config_loads_and_builds_its_model(corpus):
         assert model.max_position == config.data.max_position  # one source: data.max_position
 
 
-@pytest.mark.parametrize("overlay", ["e2e_pipeline_sizes", "e2e_order_planning"])
+@pytest.mark.parametrize("overlay", ["e2e_pipeline_sizes", "e2e_order_planning", "e2e_transformer"])
 def test_every_experiment_overlay_loads_over_its_corpus(overlay):
     config = load_config(f"e2e,experiments/{overlay}")
     assert config.train.max_steps > 0 and config.train.eval_every_steps > 0

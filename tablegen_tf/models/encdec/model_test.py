@@ -123,8 +123,8 @@ def test_config_round_trip(name):
 
 
 def test_build_model_rejects_unknown_names_and_keys():
-    with pytest.raises(ConfigError, match="unknown model 'transformer'"):
-        build_model("transformer", TINY, SIZES)
+    with pytest.raises(ConfigError, match="unknown model 'no-such-family'"):
+        build_model("no-such-family", TINY, SIZES)
     with pytest.raises(ConfigError, match="did you mean 'model.hidden_size'"):
         build_model("encdec", {**TINY, "hiden_size": 3}, SIZES)
     with pytest.raises(ConfigError, match="max_plan_length"):  # an ncp key is not an encdec key
