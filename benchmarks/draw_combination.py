@@ -31,7 +31,6 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 FIELDS = ("texts", "scores", "errors", "sample_texts")
-DRAW_FIELDS = ("sample_scores", "sample_errors")  # the draws as candidates (``--draw-candidates``)
 
 
 def decode_system(trained, examples, beam: int, end_penalty: float, samples: int, epsilon: float,

@@ -49,6 +49,20 @@ def test_dead_beams_are_never_chosen():
     assert draw_combination.choose([table], slot_weight=20, mbr_weight=50) == ["the eagle is a pub"]
 
 
+def test_a_draw_as_a_candidate_is_not_its_own_evidence():
+    # one beam and three draws: two draws say "coffee shop", one says "pub"
+    table = system(["the eagle is a pub"], [-1.0], [0],
+                   ["the eagle is a coffee shop", "the eagle is a coffee shop", "the eagle is a pub"])
+    table.update(sample_scores=np.array([[-3.0, -3.0, -1.0]], np.float32), sample_errors=np.array([[0, 0, 0]], np.int32))
+    utility = np.array([[1.0, 0.5, 0.5], [0.5, 1.0, 0.5], [0.5, 0.5, 1.0]])
+    # each draw's mean leaves its own column out: (0.5 + 0.5) / 2, not (1 + 0.5 + 0.5) / 3
+    assert np.allclose(draw_combination._mean_leaving_out_self(utility, 3), [0.5, 0.5, 0.5])
+    assert draw_combination.choose([table], slot_weight=20, mbr_weight=50) == ["the eagle is a pub"]
+    # MBR alone: a coffee-shop draw agrees with the other coffee-shop draw, the pub texts only with themselves
+    assert draw_combination.choose([table], slot_weight=20, mbr_weight=50, draw_candidates=True,
+                                   score_weight=0) == ["the eagle is a coffee shop"]
+
+
 @pytest.mark.slow
 def test_the_cached_best_beam_is_what_the_graphs_search_returns(data_dir, tmp_path):  # noqa: F811
     """The cache's beams are the graph's: its best-scored beam (M 0, W 0) is decode_text's
