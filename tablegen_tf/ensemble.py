@@ -131,14 +131,15 @@ def check_compatible(runs) -> None:
         raise ValueError(f"cannot ensemble two-stage models (a plan decoded in encode): {planned[0]}")
 
 
-def load_ensemble(model_dirs: Sequence[str], weights: Optional[Sequence[float]] = None):
+def load_ensemble(model_dirs: Sequence[str], weights: Optional[Sequence[float]] = None,
+                  max_length: Optional[int] = None):
     """A ``Trained`` whose model averages the runs in ``model_dirs`` (``weights``: one per
     run, normalised; None = equal); config, vocabularies and featurizer are the first run's
-    (its decode settings apply). One run: that run."""
+    (its decode settings apply). One run: that run. ``max_length``: as for ``load_trained``."""
     from tablegen_tf.training.trainer import load_trained
 
     check_weights(weights, len(model_dirs))
-    runs = [load_trained(model_dir) for model_dir in model_dirs]
+    runs = [load_trained(model_dir, max_length) for model_dir in model_dirs]
     if len(runs) == 1:
         return runs[0]
     check_compatible(runs)

@@ -139,9 +139,10 @@ def export_saved_model(run_dir: str, export_dir: str, ensemble: Sequence[str] = 
     validations, served with the beam chosen afterwards)."""
     from tablegen_tf.ensemble import load_ensemble
 
-    trained = load_ensemble([run_dir, *ensemble], ensemble_weights)
+    decode_overrides = dict(decode_overrides or {})
+    trained = load_ensemble([run_dir, *ensemble], ensemble_weights, decode_overrides.get("max_length"))
     config = dataclasses.replace(trained.config, decode=dataclasses.replace(
-        trained.config.decode, **dict(decode_overrides or {})))
+        trained.config.decode, **decode_overrides))
     module = ServingModule(trained.model, trained.featurizer, config)
     options = tf.saved_model.SaveOptions()
     module.track_captured_variables(options)

@@ -67,6 +67,22 @@ def test_load_trained_restores_the_best_weights(data_dir, tmp_path):
     assert path.endswith(f"ckpt-{int(trainer.best_step.numpy())}")
 
 
+def test_load_trained_sizes_the_model_for_a_longer_search(data_dir, tmp_path):
+    # The transformer's key/value caches hold decode.max_length + 1 positions: a longer
+    # --max-length must build them longer, not cap the texts at the run's length.
+    from tablegen_tf.training.trainer import Trainer, load_trained
+
+    model = {"name": "transformer-copy", "d_model": 8, "num_heads": 2, "encoder_layers": 1, "decoder_layers": 1,
+             "ffn_dim": 16, "field_dim": 4, "position_dim": 2}
+    config = dataclasses.replace(tiny_config(data_dir, max_steps=2), model=load_config("e2e", {"model": model}).model)
+    out = str(tmp_path / "run")
+    Trainer(config, out).train(progress=False)
+    assert load_trained(out).model.max_decode_length == 9
+    assert load_trained(out, max_length=4).model.max_decode_length == 9
+    longer = load_trained(out, max_length=20)
+    assert (longer.model.max_decode_length, longer.config.decode.max_length) == (21, 20)
+
+
 def test_a_refit_replays_a_schedule_without_validation(data_dir, tmp_path):
     # A refit on all the data has no validation split: the learning rate still halves after
     # each step in train.decay_at_steps (once, also across a resume), and best/ is the last step.

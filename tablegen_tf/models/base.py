@@ -32,7 +32,7 @@ Optional hooks with neutral defaults: ``attention_images`` and ``summary_images`
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Dict, Optional
+from typing import Callable, ClassVar, Dict, Optional, Tuple
 
 import keras
 import tensorflow as tf
@@ -41,6 +41,25 @@ from tablegen_tf.decoding.common import tile_batch
 
 REQUIRED = ("from_config_sections", "compute_loss_from_batch", "encode", "initial_decoding_state",
             "decoding_step_fn")
+
+
+class KeyedConfig:
+    """``get_config`` / ``from_config`` over the class's ``CONFIG_KEYS``: the constructor
+    arguments, kept as attributes of the same names, that a saved model is rebuilt from.
+    A family lists it before GenerationModel in its bases. Not in GenerationModel itself:
+    Keras generates a config for models that do not override ``get_config``, and the
+    families without keys rely on that."""
+
+    CONFIG_KEYS: ClassVar[Tuple[str, ...]] = ()
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({name: getattr(self, name) for name in self.CONFIG_KEYS})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
 
 
 @contextlib.contextmanager

@@ -544,10 +544,14 @@ class Trainer:
         return improved
 
 
-def load_trained(model_dir: str) -> Trained:
+def load_trained(model_dir: str, max_length: Optional[int] = None) -> Trained:
     """Config, vocabularies, family, featurizer and model restored from the best (else
-    latest) checkpoint of a run directory."""
+    latest) checkpoint of a run directory. ``max_length``: the longest search it will
+    decode, when above the run's ``decode.max_length`` (which then becomes it), because
+    some families size buffers by it (the transformer's key/value caches)."""
     config = load_run_config(model_dir)
+    if max_length and max_length > config.decode.max_length:
+        config = dataclasses.replace(config, decode=dataclasses.replace(config.decode, max_length=max_length))
     vocabs = load_vocabularies(config)
     family = get_family(config.model.name)
     model = family.build_model(config, vocab_sizes(vocabs))

@@ -42,7 +42,7 @@ from tablegen_tf.layers.initial_state import EntityMeanInitialState
 from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, masked_mean, smoothed_nll
 from tablegen_tf.layers.lstm_decoder import AttentionLSTMDecoder
 from tablegen_tf.layers.record_encoder import RecordEncoder
-from tablegen_tf.models.base import GenerationModel, dtype_policy_scope
+from tablegen_tf.models.base import GenerationModel, KeyedConfig, dtype_policy_scope
 from tablegen_tf.models.registry import register_model
 
 VOCAB_NAMES = (("word", "words"), ("field", "fields"), ("entity", "entities"), ("group", "groups"))
@@ -87,10 +87,16 @@ class EncDecConfig:
                 fixed={"copy": True, "content_selection": True},
                 description="encdec-copy + content selection gate (Puduppully et al. 2019)")
 @keras.saving.register_keras_serializable(package="tablegen")
-class EncDec(GenerationModel):
+class EncDec(KeyedConfig, GenerationModel):
     """Record encoder (+ content selection) -> Luong input-feeding LSTM (+ joint copy)."""
 
     supports_tbptt = True
+
+    CONFIG_KEYS = (
+        "word_vocab_size", "field_vocab_size", "entity_vocab_size", "group_vocab_size", "max_position",
+        "hidden_size", "num_layers", "word_dim", "field_dim", "value_dim", "position_dim", "entity_dim",
+        "group_dim", "attention", "dropout", "label_smoothing", "copy", "content_selection",
+    )
 
     def __init__(
         self,
@@ -396,18 +402,3 @@ class EncDec(GenerationModel):
 
     # === Config ===
 
-    def get_config(self):
-        config = super().get_config()
-        config.update({name: getattr(self, name) for name in CONFIG_KEYS})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-
-CONFIG_KEYS = (
-    "word_vocab_size", "field_vocab_size", "entity_vocab_size", "group_vocab_size", "max_position",
-    "hidden_size", "num_layers", "word_dim", "field_dim", "value_dim", "position_dim", "entity_dim",
-    "group_dim", "attention", "dropout", "label_smoothing", "copy", "content_selection",
-)

@@ -45,7 +45,7 @@ from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.joint_copy import masked_mean, scatter_rows
-from tablegen_tf.models.base import GenerationModel, dtype_policy_scope
+from tablegen_tf.models.base import GenerationModel, KeyedConfig, dtype_policy_scope
 from tablegen_tf.models.order_planning.fused_loop import dispatcher_lstm_loop
 from tablegen_tf.models.order_planning.layers import (
     ContentAttention, CopyScores, DecoderCell, HybridGate, LinkAttention)
@@ -88,8 +88,11 @@ class OrderPlanningConfig:
 @register_model("order-planning", config=OrderPlanningConfig, featurizer=TableFeaturizer,
                 description="link + content hybrid attention with copy (Sha et al. 2018)")
 @keras.saving.register_keras_serializable(package="tablegen")
-class OrderPlanning(GenerationModel):
+class OrderPlanning(KeyedConfig, GenerationModel):
     """Table LSTM encoder -> hybrid content/link attention dispatcher -> LSTM decoder + copy."""
+
+    CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "word_dim", "field_dim", "hidden_size", "attention", "copy",
+                   "field_feedback", "fixed_gate", "l2", "dropout", "fused_loop")
 
     def __init__(self, word_vocab_size, field_vocab_size, word_dim=400, field_dim=400, hidden_size=500,
                  attention="hybrid", copy=True, field_feedback="none", fixed_gate=None, l2=1e-6,
@@ -394,18 +397,6 @@ class OrderPlanning(GenerationModel):
 
     # === Config ===
 
-    def get_config(self):
-        config = super().get_config()
-        config.update({name: getattr(self, name) for name in CONFIG_KEYS})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-
-CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "word_dim", "field_dim", "hidden_size", "attention", "copy",
-               "field_feedback", "fixed_gate", "l2", "dropout", "fused_loop")
 
 
 def _check(attention, copy, field_feedback, fixed_gate):

@@ -45,7 +45,7 @@ import tensorflow as tf
 
 from tablegen_tf.config import Bound, at_least, at_least_below
 from tablegen_tf.constants import BOS_ID, MASKED_LOGIT, NEG_INF, UNK_ID
-from tablegen_tf.models.base import GenerationModel
+from tablegen_tf.models.base import GenerationModel, KeyedConfig
 from tablegen_tf.models.registry import register_model
 from tablegen_tf.models.table_nlm.featurizer import TableNLMFeaturizer
 
@@ -106,10 +106,13 @@ def record_keys(batch):
 @register_model("table-nlm", config=TableNLMConfig, featurizer=TableNLMFeaturizer,
                 description="feed-forward n-gram LM conditioned on the table + copy actions (Lebret et al. 2016)")
 @keras.saving.register_keras_serializable(package="tablegen")
-class TableNLM(GenerationModel):
+class TableNLM(KeyedConfig, GenerationModel):
     """Feed-forward n-gram language model with local / global table conditioning and copy actions."""
 
     reports_perplexity = True
+
+    CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "order", "word_dim", "global_dim", "hidden_units",
+                   "max_field_position", "copy", "local_start", "local_end", "global_field", "global_word", "dropout")
 
     def __init__(self, word_vocab_size, field_vocab_size, order=11, word_dim=64, global_dim=128,
                  hidden_units=256, max_field_position=10, copy=True, local_start=True, local_end=True,
@@ -320,15 +323,3 @@ class TableNLM(GenerationModel):
 
     # === Config ===
 
-    def get_config(self):
-        config = super().get_config()
-        config.update({k: getattr(self, k) for k in CONFIG_KEYS})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-
-CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "order", "word_dim", "global_dim", "hidden_units",
-               "max_field_position", "copy", "local_start", "local_end", "global_field", "global_word", "dropout")

@@ -37,7 +37,7 @@ from tablegen_tf.constants import EOS_ID, NEG_INF
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_word_ids
 from tablegen_tf.layers.joint_copy import JointCopy, extended_log_probs, joint_copy_nll, smoothed_nll
-from tablegen_tf.models.base import GenerationModel, dtype_policy_scope
+from tablegen_tf.models.base import GenerationModel, KeyedConfig, dtype_policy_scope
 from tablegen_tf.models.registry import register_model
 from tablegen_tf.models.transformer.layers import DecoderLayer, EncoderLayer, RecordEmbedding, layer_norm, sinusoid
 
@@ -83,8 +83,12 @@ def check_heads(d_model, num_heads):
 @register_model("transformer", config=TransformerConfig, featurizer=TableFeaturizer, fixed={"copy": False},
                 description="Transformer over table records (Vaswani et al. 2017)")
 @keras.saving.register_keras_serializable(package="tablegen")
-class Transformer(GenerationModel):
+class Transformer(KeyedConfig, GenerationModel):
     """Record self-attention encoder -> causal Transformer decoder (+ joint copy)."""
+
+    CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "max_position", "max_decode_length", "d_model", "num_heads",
+                   "encoder_layers", "decoder_layers", "ffn_dim", "dropout", "field_dim", "position_dim",
+                   "label_smoothing", "copy")
 
     def __init__(self, word_vocab_size, field_vocab_size, max_position=30, max_decode_length=101, d_model=256,
                  num_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=1024, dropout=0.0, field_dim=64,
@@ -278,27 +282,16 @@ class Transformer(GenerationModel):
 
     def _capped(self, log_probs, step):
         """At the cache's last position every hypothesis ends: all mass on </s>. A request
-        (the SavedModel's `generate` takes max_length per call, checked only to be >= 1;
-        `--max-length` at evaluation) longer than the run's decode.max_length is capped
+        (the SavedModel's `generate` takes max_length per call, checked only to be >= 1)
+        longer than the exported decode.max_length is capped
         here rather than refused: an assert in the step would be dropped where the search
         runs as one XLA computation (one-table requests), and a write past the cache would
-        be silently lost. Within decode.max_length steps this never applies."""
+        be silently lost. Within decode.max_length steps this never applies; `--max-length`
+        of evaluate, generate and export raises it before the model is built
+        (training.trainer.load_trained)."""
         last = step >= self.max_decode_length - 1
         only_end = tf.where(tf.range(tf.shape(log_probs)[1]) == EOS_ID, 0.0, NEG_INF)
         return tf.where(last, tf.broadcast_to(only_end, tf.shape(log_probs)), log_probs)
 
     # === Config ===
 
-    def get_config(self):
-        config = super().get_config()
-        config.update({name: getattr(self, name) for name in CONFIG_KEYS})
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-
-CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "max_position", "max_decode_length", "d_model", "num_heads",
-               "encoder_layers", "decoder_layers", "ffn_dim", "dropout", "field_dim", "position_dim",
-               "label_smoothing", "copy")
