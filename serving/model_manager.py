@@ -11,9 +11,10 @@ takes traffic. Here (``background_warmup``, the default) only ``serving_default`
 (serving.partial_load: a quarter of a real model's graph ops) and warmed up before the swap;
 right after it a background thread at a lower CPU priority loads the whole SavedModel and
 runs the other signatures' warm-up requests. Their load and first calls (graph optimisation)
-would otherwise delay the new version's first answer; a request to such a signature
-meanwhile waits for them, as it would without a warm-up file. ``background_warmup=False``
-is TF Serving's behaviour.
+would otherwise delay the new version's first answer. The first request to such a
+signature meanwhile loads them too, at its own priority (the niced load could starve on a
+busy host), and pays their first call, as it would without a warm-up file.
+``background_warmup=False`` is TF Serving's behaviour.
 """
 
 from __future__ import annotations
@@ -157,6 +158,8 @@ class LoadedVersion:
         first = names & set(first_signatures or ())
         self._rest_loaded = threading.Event()
         self._rest_error = ""
+        self._rest_loads = 0  # loads of the other signatures running (background, request)
+        self._request_load_started = False
         self._model = self._rest_model = None
         if first and names - first:
             self._model = self._load_partial(sorted(first))
@@ -186,28 +189,65 @@ class LoadedVersion:
         return self._rest_loaded.is_set()
 
     def load_rest(self) -> List[str]:
-        """Loads the signatures the first load left out (alone: serving.partial_load); -> their names."""
+        """Loads the signatures the first load left out (alone: serving.partial_load); -> the
+        names it added: none if it failed or another thread's load of them finished first
+        (a request's, see ``_wait_for_rest``). Safe to call from several threads."""
         if self.complete:
             return []
-        rest = {}
         started = time.perf_counter()
+        with self._lock:
+            self._rest_loads += 1
         try:
             # Only the signatures left out: the first load's are not rebuilt a second time
             # (a quarter of the ops: load time, memory, and the unload's collection).
-            self._rest_model = self._load_partial(self._left_out())
-            if self._rest_model is None:
+            model = self._load_partial(self._left_out())
+            if model is None:
                 with short_gil_switch_interval():
-                    self._rest_model = self._load_whole(self.path)
-            rest = {k: Signature(k, fn) for k, fn in self._rest_model.signatures.items() if k not in self.signatures}
-            self.signatures = {**self.signatures, **rest}
-            log.info("model %s version %d: %s loaded in %.2fs", self.name, self.version,
-                     ", ".join(sorted(rest)), time.perf_counter() - started)
+                    model = self._load_whole(self.path)
+            rest = {k: Signature(k, fn) for k, fn in model.signatures.items() if k not in self.signatures}
         except Exception as error:
-            self._rest_error = _first_line(error)
-            log.warning("loading the other signatures of %s failed: %s", self.path, self._rest_error)
-        finally:
-            self._rest_loaded.set()
+            self._rest_failed(error)
+            return []
+        return self._install_rest(model, rest, started)
+
+    def _install_rest(self, model, rest: Dict[str, Signature], started: float) -> List[str]:
+        with self._lock:
+            self._rest_loads -= 1
+            kept = not self.complete
+            if kept:
+                self._rest_model = model
+                self.signatures = {**self.signatures, **rest}
+                self._rest_loaded.set()
+        if not kept:  # another thread's load won: this copy is dropped
+            if hasattr(model, "close"):
+                model.close()
+            return []
+        log.info("model %s version %d: %s loaded in %.2fs", self.name, self.version,
+                 ", ".join(sorted(rest)), time.perf_counter() - started)
         return sorted(rest)
+
+    def _rest_failed(self, error: Exception) -> None:
+        """Requests to the other signatures fail (UNAVAILABLE) once no load of them is left."""
+        with self._lock:
+            self._rest_loads -= 1
+            final = not self.complete and self._rest_loads == 0
+            if final:
+                self._rest_error = _first_line(error)
+                self._rest_loaded.set()
+        log.warning("loading the other signatures of %s failed%s: %s", self.path,
+                    "" if final else " (another load of them continues)", _first_line(error))
+
+    def _wait_for_rest(self) -> None:
+        """A request to a signature not loaded yet. The background load runs niced, and on a
+        busy host a request waiting for it would wait minutes (priority inversion: the first
+        `explain` took 112 s on a host at load 2.5). So the first such request loads them too,
+        on its own thread at its own priority; the first load to finish is kept. Later
+        requests wait for either."""
+        with self._lock:
+            claimed, self._request_load_started = not self._request_load_started, True
+        if claimed:
+            self.load_rest()
+        self._rest_loaded.wait()
 
     def _left_out(self) -> List[str]:
         return sorted(key for key in self.signature_defs.signature_def
@@ -247,7 +287,7 @@ class LoadedVersion:
     def signature(self, name: str) -> Signature:
         key = name or "serving_default"
         if key not in self.signatures and key in self.signature_defs.signature_def:
-            self._rest_loaded.wait()  # the background load of the other signatures
+            self._wait_for_rest()
             if self._rest_error:
                 raise ServingError(grpc.StatusCode.UNAVAILABLE,
                                    f"signature {key} of model {self.name} version {self.version} "

@@ -252,9 +252,7 @@ def test_other_signatures_warm_up_in_the_background_after_the_swap(tmp_path, exp
 
 def run_generate(manager):
     with manager.lease() as loaded:
-        return loaded.signature("generate").run({
-            "tables": tf.constant(TABLE), "beam_size": tf.constant(1), "max_length": tf.constant(100),
-            "must_include": tf.zeros([1, 0], tf.string)})["text"][0].decode()
+        return run_generate_on(loaded)
 
 
 def test_a_version_serves_before_its_other_signatures_load(tmp_path, exports, caplog):
@@ -287,3 +285,48 @@ def test_a_version_serves_before_its_other_signatures_load(tmp_path, exports, ca
     with pytest.raises(ServingError) as error:
         loaded.signature("generate")
     assert error.value.code == grpc.StatusCode.UNAVAILABLE and "failed to load" in error.value.message
+
+
+def _in_thread(target):
+    """(thread, results): ``target``'s return value or exception lands in results."""
+    results = []
+
+    def run_it():
+        try:
+            results.append(target())
+        except Exception as error:  # noqa: BLE001 - the test asserts on it
+            results.append(error)
+
+    thread = threading.Thread(target=run_it, daemon=True)
+    thread.start()
+    return thread, results
+
+
+def test_a_request_loads_the_other_signatures_itself(tmp_path, exports):
+    """The background load of generate runs niced: a request must not wait for it (here it
+    never starts, as on a host too busy to give it the CPU), and when both load at once,
+    one copy is kept."""
+    testing.push_version(exports["v1"], str(tmp_path / MODEL), 1)
+    manager = ModelManager(MODEL, str(tmp_path / MODEL))
+    loaded = manager._load(1)[0]  # serving_default only; no background thread
+    assert not loaded.complete
+    request, answers = _in_thread(lambda: run_generate_on(loaded))
+    request.join(timeout=120)
+    assert not request.is_alive(), "the request waited for a background load that never ran"
+    assert answers == [testing.expected_text(TABLE[0], "v1")] and loaded.complete
+
+    loaded = manager._load(1)[0]
+    background, added = _in_thread(loaded.load_rest)
+    request, answers = _in_thread(lambda: run_generate_on(loaded))
+    for thread in (background, request):
+        thread.join(timeout=120)
+    assert answers == [testing.expected_text(TABLE[0], "v1")]
+    assert "generate" in loaded.signatures and loaded.complete and not loaded._rest_error
+    assert added[0] in ([], sorted(set(loaded.signatures) - {"serving_default"}))
+    manager.stop()
+
+
+def run_generate_on(loaded):
+    return loaded.signature("generate").run({
+        "tables": tf.constant(TABLE), "beam_size": tf.constant(1), "max_length": tf.constant(100),
+        "must_include": tf.zeros([1, 0], tf.string)})["text"][0].decode()
