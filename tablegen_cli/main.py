@@ -297,6 +297,12 @@ def _run_train(args, _extra) -> int:
     return 0
 
 
+# One help for every decoding command's --batch-size.
+BATCH_SIZE_HELP = ("tables decoded together (default 64). With --mbr-weight each batch also draws "
+                   "batch x --mbr-samples texts at once (2,048 rows at the defaults, 4,096 at 64 samples): lower it if "
+                   "memory runs out. The texts do not depend on it.")
+
+
 def _add_inference_arguments(parser) -> None:
     parser.add_argument("--model", required=True, help="run directory written by `tablegen train`")
     _add_ensemble_argument(parser)
@@ -311,7 +317,7 @@ def _add_inference_arguments(parser) -> None:
     parser.add_argument("--length-penalty", type=float, default=None,
                         help="GNMT length penalty alpha for beam search (default: the run's decode config)")
     _add_rerank_arguments(parser)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64, help=BATCH_SIZE_HELP)
     parser.add_argument("--limit", type=int, default=0, help="only the first N distinct tables (0 = all)")
 
 
@@ -443,7 +449,7 @@ def _add_generate(subparsers) -> None:
                         help="GNMT length penalty alpha for beam search (local --model only; default: the "
                              "model's decode.length_penalty, 0); > 0 favours longer outputs")
     _add_rerank_arguments(parser)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64, help=BATCH_SIZE_HELP)
     parser.add_argument("--timeout", type=float, default=30.0, help="gRPC deadline per request (seconds)")
     tls = parser.add_argument_group("TLS (with --server; like TF Serving's --ssl_config_file on the server)")
     tls.add_argument("--tls", action="store_true", help="TLS with the system's root certificates")
