@@ -399,6 +399,3 @@ class EncDec(KeyedConfig, GenerationModel):
             vocab_log_probs, switch_logit, tf.exp(copy_log_probs),
             memory["memory_value"], memory["memory_record"], num_records,
         )
-
-    # === Config ===
-

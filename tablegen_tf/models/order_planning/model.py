@@ -395,9 +395,6 @@ class OrderPlanning(KeyedConfig, GenerationModel):
 
         return figures.summary_images(self, batch, count, vocabs)
 
-    # === Config ===
-
-
 
 def _check(attention, copy, field_feedback, fixed_gate):
     if attention not in ATTENTIONS:

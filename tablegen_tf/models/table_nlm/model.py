@@ -320,6 +320,3 @@ class TableNLM(KeyedConfig, GenerationModel):
             return tf.where(log_probs <= MASKED_LOGIT / 2, NEG_INF, log_probs), window
 
         return step_fn
-
-    # === Config ===
-

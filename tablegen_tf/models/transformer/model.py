@@ -292,6 +292,3 @@ class Transformer(KeyedConfig, GenerationModel):
         last = step >= self.max_decode_length - 1
         only_end = tf.where(tf.range(tf.shape(log_probs)[1]) == EOS_ID, 0.0, NEG_INF)
         return tf.where(last, tf.broadcast_to(only_end, tf.shape(log_probs)), log_probs)
-
-    # === Config ===
-
