@@ -334,7 +334,7 @@ def _load_runs(args):
     from tablegen_tf.ensemble import load_ensemble
 
     _check_ensemble_weights(args)
-    return load_ensemble([args.model, *args.ensemble], args.ensemble_weights, getattr(args, "max_length", None))
+    return load_ensemble([args.model, *args.ensemble], args.ensemble_weights, args.max_length)
 
 
 def _add_ensemble_argument(parser) -> None:
