@@ -299,8 +299,7 @@ def _run_train(args, _extra) -> int:
 
 # One help for every decoding command's --batch-size.
 BATCH_SIZE_HELP = ("tables decoded together (default 64). With --mbr-weight each batch also draws "
-                   "batch x --mbr-samples texts at once (2,048 rows at the defaults, 4,096 at 64 samples): lower it if "
-                   "memory runs out. The texts do not depend on it.")
+                   "batch x --mbr-samples texts, at most --mbr-rows at a time. The texts do not depend on it.")
 
 
 def _add_inference_arguments(parser) -> None:
@@ -400,6 +399,10 @@ def _add_rerank_arguments(parser) -> None:
     parser.add_argument("--mbr-seed", type=int, default=None,
                         help="the draws' seed for --mbr-weight: one seed gives one text per input, in any "
                              "batch (default: the run's decode.mbr_seed)")
+    parser.add_argument("--mbr-rows", type=_bounded(DecodeConfig, "mbr_rows"), default=None, metavar="N",
+                        help="draw at most N texts at once (batch x samples; a larger batch draws its samples "
+                             "in chunks); memory grows with it (a Transformer's caches), the texts do not "
+                             "depend on it (default: the run's decode.mbr_rows, 1024)")
 
 
 def _add_evaluate(subparsers) -> None:
@@ -490,7 +493,7 @@ def _decode_overrides(args) -> dict:
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
     for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight", "slot_end_penalty",
                 "pragmatic_alpha", "mbr_weight", "mbr_samples", "mbr_epsilon", "mbr_references", "mbr_seed",
-                "parallel_searches"):
+                "mbr_rows", "parallel_searches"):
         if getattr(args, key, None) is not None:
             overrides[key] = getattr(args, key)
     return overrides

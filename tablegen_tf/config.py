@@ -204,7 +204,7 @@ class DecodeConfig:
         "beam_size": at_least(1), "max_length": at_least(1), "pragmatic_alpha": between(0, 1),
         "mbr_weight": at_least(0), "mbr_samples": at_least(1),
         "mbr_epsilon": at_least_below(0, 1),
-        "mbr_references": at_least(1), "parallel_searches": at_least(1),
+        "mbr_references": at_least(1), "mbr_rows": at_least(1), "parallel_searches": at_least(1),
     }
     beam_size: int = 5
     max_length: int = 100
@@ -237,6 +237,11 @@ class DecodeConfig:
     mbr_epsilon: float = 0.02
     mbr_seed: int = 1
     mbr_references: int = 1
+    # The draws run at most this many rows (inputs x mbr_samples) at once; a larger batch
+    # draws its samples in chunks (the largest divisor of mbr_samples that fits, at least
+    # one). The model's decoding state (a Transformer's key/value caches) grows with it;
+    # the texts do not depend on it.
+    mbr_rows: int = 1024
     # A batch of at least tablegen_tf.generation.PARALLEL_MIN_BATCH inputs is searched as
     # this many parts side by side (the same beams; scores may differ in the last bit,
     # tablegen_tf.decoding.beam's _in_parallel_parts): on a CPU of a few cores one search's

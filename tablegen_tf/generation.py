@@ -16,7 +16,7 @@ from tablegen_tf.constants import BOS_ID, EOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.data.featurizer import output_positions, token_strings
 from tablegen_tf.decoding import beam_search, constrained_beam_search, greedy_search
 from tablegen_tf.decoding.common import switch_case, tile_batch
-from tablegen_tf.decoding.sampling import sample_search
+from tablegen_tf.decoding.sampling import draw_in_chunks, sample_search
 from tablegen_tf.metrics.slot_graph import KNOWN_ATTRIBUTES, slot_error_kinds, slot_errors
 from tablegen_tf.reranking import beam_reranker, slot_end_gate
 
@@ -158,21 +158,27 @@ def mbr_sampler(model, features, config: DecodeConfig, memory=None):
     draws' log-probs; epsilon sampling without the end gate: the model's own distribution), or None
     when ``config.mbr_weight`` is 0. A callable, so the draws run only where the reranker
     runs (not in a greedy branch). Finished draws leave the batch when the family has
-    ``decoding_memory`` (a sample's length varies ~2x within a table's draws). ``memory``:
+    ``decoding_memory`` (a sample's length varies ~2x within a table's draws). At most
+    ``config.mbr_rows`` rows (inputs x samples) draw at once: a larger batch draws its samples
+    in chunks, with the same texts (tablegen_tf.decoding.sampling.draw_in_chunks). ``memory``:
     the search's encoding of ``features`` (not computed twice)."""
     if config.mbr_weight <= 0:
         return None
     samples = int(config.mbr_samples)
 
     def draw():
-        sampling = dataclasses.replace(config, beam_size=samples)  # memory tiled to S rows per input
-        _, state, start, step_fn, step_memory = search_inputs(model, features, sampling, tiled=True,
-                                                              memory=memory)
-        ids, lengths, scores = sample_search(step_fn, tile_batch(start, samples), tile_batch(state, samples),
-                                             config.max_length, EOS_ID, samples, config.mbr_seed,
-                                             epsilon=config.mbr_epsilon, step_memory=step_memory)
-        ids = tf.reshape(ids, [-1, samples, tf.shape(ids)[1]])
-        return (ids, *(tf.reshape(x, [-1, samples]) for x in (lengths, scores)))
+        encoded = model.encode(features, training=False) if memory is None else memory
+        batch_size = tf.shape(tf.nest.flatten(model.initial_decoding_state(encoded))[0])[0]  # as search_inputs
+
+        def draw_chunk(first_sample, chunk):
+            sampling = dataclasses.replace(config, beam_size=chunk)  # memory tiled to chunk rows per input
+            _, state, start, step_fn, step_memory = search_inputs(model, features, sampling, tiled=True,
+                                                                  memory=encoded)
+            return sample_search(step_fn, tile_batch(start, chunk), tile_batch(state, chunk), config.max_length,
+                                 EOS_ID, samples, config.mbr_seed, epsilon=config.mbr_epsilon,
+                                 step_memory=step_memory, first_sample=first_sample, chunk=chunk)
+
+        return draw_in_chunks(draw_chunk, batch_size, samples, config.mbr_rows, config.max_length)
 
     return draw
 

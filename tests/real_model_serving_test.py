@@ -13,6 +13,7 @@ import sys
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -148,6 +149,27 @@ def test_a_tables_text_does_not_depend_on_its_batch(trained, exported, tables):
     for index in (0, len(tables) - 1):
         alone = serve(tables=tf.constant(tables[index:index + 1]))["text"].numpy()[0].decode("utf-8")
         assert alone == together[index]
+
+
+def test_draws_in_chunks_of_samples_are_the_draws_of_one_batch(trained, tables):
+    """decode.mbr_rows bounds the rows that draw at once (memory); the draws must not change."""
+    from tablegen_tf.generation import mbr_sampler
+    from tablegen_tf.training.trainer import load_trained
+
+    run = load_trained(trained)
+    features = run.featurizer.serving_features(tf.constant(tables[:3]))
+
+    def draws(rows):
+        config = dataclasses.replace(run.config.decode, mbr_samples=8, mbr_rows=rows)
+        return tf.function(mbr_sampler(run.model, features, config))()
+
+    whole = draws(1024)
+    assert whole[0].shape[:2] == (3, 8)
+    for rows in (12, 1):  # chunks of 4 samples, then of one
+        ids, lengths, scores = draws(rows)
+        np.testing.assert_array_equal(ids, whole[0])
+        np.testing.assert_array_equal(lengths, whole[1])
+        np.testing.assert_allclose(scores, whole[2], rtol=1e-5)  # fewer rows per matmul: the last bits
 
 
 def test_savedmodel_runs_as_tf_serving_loads_it(trained, exported, tables):

@@ -3,7 +3,7 @@ import tensorflow as tf
 
 from tablegen_tf.decoding import greedy_search
 from tablegen_tf.decoding.fakes_test import END, START, MarkovModel, PerEntryMarkov, random_table
-from tablegen_tf.decoding.sampling import sample_search
+from tablegen_tf.decoding.sampling import draw_in_chunks, sample_search, samples_per_chunk
 
 
 def _sample(table, tables, samples, max_length, extra_width=0, **kwargs):
@@ -93,3 +93,43 @@ def test_finished_draws_leave_the_batch_and_change_nothing():
     assert len(set(every[1].numpy())) > 3  # the draws did end at different steps
     for a, b in zip(every, compact):
         np.testing.assert_array_equal(a, b)
+
+
+def _ending_tables():
+    tables = []
+    for seed, end in zip(range(3), (0.05, 0.3, 0.6)):
+        table = random_table(seed + 40, vocab=8, peak=1.0)
+        table[:, :, END] = np.log(end)  # draws end after different numbers of steps
+        tables.append(table)
+    return PerEntryMarkov(np.stack(tables))
+
+
+def test_chunks_are_the_largest_divisor_of_the_samples_that_fits():
+    for batch, max_rows, chunk in ((3, 18, 6), (3, 17, 3), (3, 6, 2), (3, 5, 1), (3, 1, 1), (64, 1024, 16)):
+        samples = 64 if batch == 64 else 6
+        assert int(samples_per_chunk(batch, samples, max_rows)) == chunk, (batch, max_rows)
+
+
+def test_draws_in_chunks_are_the_draws_of_one_search():
+    # Bounding the rows that draw at once must not change a draw: each chunk's noise is its
+    # samples' columns, and its draws end at their own steps (padding is trimmed at the end).
+    model, samples, starts = _ending_tables(), 6, [START, 4, 5]
+    whole_rows = tf.constant(np.repeat(starts, samples), tf.int32)
+    memory = {"table": tf.repeat(tf.range(3), samples)}
+    ids, lengths, scores = sample_search(model.step_fn_for(memory), whole_rows, {"older": whole_rows}, 20, END,
+                                         samples, seed=5, epsilon=0.01)
+
+    def draw_chunk(first_sample, chunk):
+        rows = tf.repeat(tf.constant(starts, tf.int32), chunk)
+        step_memory = {"table": tf.repeat(tf.range(3), chunk)}
+        make_step_fn = model.finished_rows_refused()
+        return sample_search(make_step_fn(step_memory), rows, {"older": rows}, 20, END, samples, seed=5,
+                             epsilon=0.01, step_memory=(step_memory, make_step_fn), first_sample=first_sample,
+                             chunk=chunk)
+
+    assert len(set(lengths.numpy())) > 3  # the draws did end at different steps
+    for max_rows in (18, 9, 6, 1):
+        chunked = tf.function(lambda: draw_in_chunks(draw_chunk, 3, samples, max_rows, 20))()
+        np.testing.assert_array_equal(chunked[0], tf.reshape(ids, [3, samples, -1]))
+        np.testing.assert_array_equal(chunked[1], tf.reshape(lengths, [3, samples]))
+        np.testing.assert_allclose(chunked[2], tf.reshape(scores, [3, samples]), rtol=1e-6)
