@@ -188,14 +188,18 @@ class LoadedVersion:
         """Every signature is loaded (or the full load failed)."""
         return self._rest_loaded.is_set()
 
-    def load_rest(self) -> List[str]:
+    def load_rest(self, background: bool = False) -> List[str]:
         """Loads the signatures the first load left out (alone: serving.partial_load); -> the
         names it added: none if it failed or another thread's load of them finished first
-        (a request's, see ``_wait_for_rest``). Safe to call from several threads."""
+        (a request's, see ``_wait_for_rest``). ``background``: none either if a request has
+        started loading them (a second copy would only double the memory and CPU while both
+        run). Safe to call from several threads."""
         if self.complete:
             return []
         started = time.perf_counter()
         with self._lock:
+            if background and self._request_load_started:
+                return []
             self._rest_loads += 1
         try:
             # Only the signatures left out: the first load's are not rebuilt a second time
@@ -555,7 +559,7 @@ class ModelManager:
             try:
                 lower_thread_priority(max(BACKGROUND_WARMUP_NICENESS, self.loader_niceness))
                 started = time.perf_counter()
-                added = loaded.load_rest()
+                added = loaded.load_rest(background=True)
                 # without warm-up requests for them: one synthetic row per signature loaded now
                 warmups = requests or loaded.synthetic_requests(added)
                 succeeded, total = loaded.warm_up(warmups, self._stop, self.warmup_niceness)

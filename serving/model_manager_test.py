@@ -5,6 +5,7 @@ import gc
 import os
 import shutil
 import threading
+import time
 import weakref
 
 import grpc
@@ -323,6 +324,33 @@ def test_a_request_loads_the_other_signatures_itself(tmp_path, exports):
     assert answers == [testing.expected_text(TABLE[0], "v1")]
     assert "generate" in loaded.signatures and loaded.complete and not loaded._rest_error
     assert added[0] in ([], sorted(set(loaded.signatures) - {"serving_default"}))
+    manager.stop()
+
+
+def test_the_background_load_stands_down_once_a_request_loads(tmp_path, exports):
+    """A request already loading the other signatures: the background load adds no copy."""
+    testing.push_version(exports["v1"], str(tmp_path / MODEL), 1)
+    manager = ModelManager(MODEL, str(tmp_path / MODEL))
+    loaded = manager._load(1)[0]
+    background_returned, loads = threading.Event(), []
+    real_load = loaded._load_partial
+
+    def counted_load(signatures):
+        loads.append(signatures)
+        if len(loads) == 1:  # the request's load goes on once the background call has returned
+            background_returned.wait(timeout=60)
+        return real_load(signatures)
+
+    loaded._load_partial = counted_load
+    request, answers = _in_thread(lambda: run_generate_on(loaded))
+    deadline = time.monotonic() + 60
+    while not loads and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert loaded.load_rest(background=True) == []
+    background_returned.set()
+    request.join(timeout=120)
+    assert answers == [testing.expected_text(TABLE[0], "v1")] and loaded.complete
+    assert len(loads) == 1, "the background load loaded a second copy"
     manager.stop()
 
 
