@@ -31,10 +31,12 @@ def trained(data_dir, tmp_path_factory):  # noqa: F811
     out = str(tmp_path_factory.mktemp("run") / "e2e")
     config = tiny_config(data_dir, max_steps=8)
     # slot and coverage reranking, the end gate, the pragmatic listener and minimum Bayes
-    # risk on: the fresh-process and served texts below must follow them too
+    # risk on: the fresh-process and served texts below must follow them too; its draws in
+    # chunks (8 rows: a batch of more than 2 tables draws 2 samples at a time)
     config = config.replace(decode=dataclasses.replace(config.decode, beam_size=4, slot_rerank_weight=5.0,
                                                        coverage_rerank_weight=1.0, slot_end_penalty=2.0,
-                                                       pragmatic_alpha=0.5, mbr_weight=2.0, mbr_samples=4))
+                                                       pragmatic_alpha=0.5, mbr_weight=2.0, mbr_samples=4,
+                                                       mbr_rows=8))
     Trainer(config, out).train(progress=False)
     return out
 

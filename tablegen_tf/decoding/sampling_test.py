@@ -66,16 +66,21 @@ def test_a_tables_samples_do_not_depend_on_its_batch():
     assert not np.array_equal(alone, other)
 
 
+def _ending_tables(first_seed):
+    """Three tables' Markov models whose draws end after different numbers of steps."""
+    tables = []
+    for seed, end in zip(range(first_seed, first_seed + 3), (0.05, 0.3, 0.6)):
+        table = random_table(seed, vocab=8, peak=1.0)
+        table[:, :, END] = np.log(end)
+        tables.append(table)
+    return PerEntryMarkov(np.stack(tables))
+
+
 def test_finished_draws_leave_the_batch_and_change_nothing():
     # step_memory: once a draw has ended, the step function runs on the other rows only (it
     # never sees a finished row; each row reads its own memory), and every draw, length and
     # score equals the search that computes every row.
-    tables = []
-    for seed, end in zip(range(3), (0.05, 0.3, 0.6)):
-        table = random_table(seed + 30, vocab=8, peak=1.0)
-        table[:, :, END] = np.log(end)  # draws end after different numbers of steps
-        tables.append(table)
-    model = PerEntryMarkov(np.stack(tables))
+    model = _ending_tables(30)
     samples = 6
     starts = tf.constant(np.repeat([START, 4, 5], samples), tf.int32)
     memory = {"table": tf.repeat(tf.range(3), samples)}
@@ -95,15 +100,6 @@ def test_finished_draws_leave_the_batch_and_change_nothing():
         np.testing.assert_array_equal(a, b)
 
 
-def _ending_tables():
-    tables = []
-    for seed, end in zip(range(3), (0.05, 0.3, 0.6)):
-        table = random_table(seed + 40, vocab=8, peak=1.0)
-        table[:, :, END] = np.log(end)  # draws end after different numbers of steps
-        tables.append(table)
-    return PerEntryMarkov(np.stack(tables))
-
-
 def test_chunks_are_the_largest_divisor_of_the_samples_that_fits():
     for batch, max_rows, chunk in ((3, 18, 6), (3, 17, 3), (3, 6, 2), (3, 5, 1), (3, 1, 1), (64, 1024, 16)):
         samples = 64 if batch == 64 else 6
@@ -113,7 +109,7 @@ def test_chunks_are_the_largest_divisor_of_the_samples_that_fits():
 def test_draws_in_chunks_are_the_draws_of_one_search():
     # Bounding the rows that draw at once must not change a draw: each chunk's noise is its
     # samples' columns, and its draws end at their own steps (padding is trimmed at the end).
-    model, samples, starts = _ending_tables(), 6, [START, 4, 5]
+    model, samples, starts = _ending_tables(40), 6, [START, 4, 5]
     whole_rows = tf.constant(np.repeat(starts, samples), tf.int32)
     memory = {"table": tf.repeat(tf.range(3), samples)}
     ids, lengths, scores = sample_search(model.step_fn_for(memory), whole_rows, {"older": whole_rows}, 20, END,
