@@ -44,6 +44,11 @@ class EnsembleModel(GenerationModel):
     def xla_decoding_steps(self):
         return all(member.xla_decoding_steps for member in self.members)
 
+    @property
+    def longest_search(self):
+        limits = [member.longest_search for member in self.members if member.longest_search is not None]
+        return min(limits) if limits else None
+
     def build(self, *args, **kwargs):
         self.built = True
 

@@ -104,7 +104,7 @@ class ServingModule(tf.Module):
         return explain_text(self.model, self.featurizer, self.featurizer.serving_features(inputs), self.decode)
 
     def _generate(self, inputs, beam_size, max_length, must_include):
-        beam_size, max_length = checked_decoding_inputs(beam_size, max_length)
+        beam_size, max_length = checked_decoding_inputs(beam_size, max_length, self.model.longest_search)
         features = self.featurizer.serving_features(inputs)
         constraints, continues, unknown = self.featurizer.constraint_phrases(features, must_include)
         tf.debugging.assert_equal(tf.reduce_any(unknown), False, message=(
@@ -115,16 +115,22 @@ class ServingModule(tf.Module):
         return {"text": text, "score": tf.cast(scores, tf.float32)}
 
 
-def checked_decoding_inputs(beam_size, max_length):
+def checked_decoding_inputs(beam_size, max_length, longest_search=None):
     """A signature's ``beam_size`` and ``max_length`` once checked (InvalidArgumentError
     otherwise): the search reads its width at run time, so it must not start on a width
-    outside SUPPORTED_BEAMS (a huge one would tile the memory that many times)."""
+    outside SUPPORTED_BEAMS (a huge one would tile the memory that many times);
+    ``longest_search``: the model's (GenerationModel.longest_search), a longer max_length
+    is refused rather than cut short."""
     checks = [
         tf.debugging.assert_greater_equal(beam_size, 1, message="beam_size must be >= 1"),
         tf.debugging.assert_less_equal(beam_size, max(SUPPORTED_BEAMS),
                                        message=f"beam_size must be <= {max(SUPPORTED_BEAMS)}"),
         tf.debugging.assert_greater_equal(max_length, 1, message="max_length must be >= 1"),
     ]
+    if longest_search is not None:
+        checks.append(tf.debugging.assert_less_equal(max_length, longest_search, message=(
+            f"max_length must be <= {longest_search} for this model (its decoding buffers were sized for it "
+            "at export: export again with --max-length to raise it)")))
     with tf.control_dependencies([check for check in checks if check is not None]):
         return tf.identity(beam_size), tf.identity(max_length)
 

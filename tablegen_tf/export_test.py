@@ -24,3 +24,15 @@ def test_serving_default_warms_up_every_search_its_batch_sizes_take(parallel_sea
     assert [len(arrays["tables"]) for _, arrays in requests] == batches
     if parallel_searches > 1:
         assert batches[-1] == PARALLEL_MIN_BATCH and set(requests[-1][1]["tables"]) == set(tables)
+
+
+def test_a_generate_request_longer_than_the_models_longest_search_is_refused():
+    import tensorflow as tf
+
+    from tablegen_tf.export import checked_decoding_inputs
+
+    beam, length = checked_decoding_inputs(tf.constant(5), tf.constant(80), longest_search=80)
+    assert (int(beam), int(length)) == (5, 80)
+    assert int(checked_decoding_inputs(tf.constant(5), tf.constant(500))[1]) == 500  # no limit
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_length must be <= 80 for this model"):
+        checked_decoding_inputs(tf.constant(5), tf.constant(81), longest_search=80)

@@ -67,20 +67,48 @@ def test_load_trained_restores_the_best_weights(data_dir, tmp_path):
     assert path.endswith(f"ckpt-{int(trainer.best_step.numpy())}")
 
 
-def test_load_trained_sizes_the_model_for_a_longer_search(data_dir, tmp_path):
-    # The transformer's key/value caches hold decode.max_length + 1 positions: a longer
-    # --max-length must build them longer, not cap the texts at the run's length.
-    from tablegen_tf.training.trainer import Trainer, load_trained
+def _tiny_transformer_run(data_dir, out):
+    from tablegen_tf.training.trainer import Trainer
 
     model = {"name": "transformer-copy", "d_model": 8, "num_heads": 2, "encoder_layers": 1, "decoder_layers": 1,
              "ffn_dim": 16, "field_dim": 4, "position_dim": 2}
     config = dataclasses.replace(tiny_config(data_dir, max_steps=2), model=load_config("e2e", {"model": model}).model)
-    out = str(tmp_path / "run")
     Trainer(config, out).train(progress=False)
+    return out
+
+
+def test_load_trained_sizes_the_model_for_a_longer_search(data_dir, tmp_path):
+    # The transformer's key/value caches hold decode.max_length + 1 positions: a longer
+    # --max-length must build them longer, not cap the texts at the run's length.
+    from tablegen_tf.training.trainer import load_trained
+
+    out = _tiny_transformer_run(data_dir, str(tmp_path / "run"))
     assert load_trained(out).model.max_decode_length == 9
     assert load_trained(out, max_length=4).model.max_decode_length == 9
     longer = load_trained(out, max_length=20)
     assert (longer.model.max_decode_length, longer.config.decode.max_length) == (21, 20)
+
+
+@pytest.mark.slow
+def test_a_transformer_export_refuses_a_generate_request_longer_than_its_caches(data_dir, tmp_path):
+    # A request's max_length above the exported decode.max_length (8) is INVALID_ARGUMENT,
+    # not a text cut short at the caches' end; `tablegen export --max-length` raises the limit.
+    import tensorflow as tf
+
+    from tablegen_tf.export import export_saved_model
+    from tablegen_tf.inference import read_inputs
+
+    out = _tiny_transformer_run(data_dir, str(tmp_path / "run"))
+    raw, _ = read_inputs("e2e", os.path.join(os.path.dirname(__file__), "fixtures", "e2e", "devset.csv"), "valid")
+    generate = tf.saved_model.load(export_saved_model(out, str(tmp_path / "export" / "1"))).signatures["generate"]
+
+    def request(max_length):
+        return generate(tables=tf.constant([raw[0].serving_input()]), beam_size=tf.constant(2),
+                        max_length=tf.constant(max_length), must_include=tf.zeros([1, 0], tf.string))["text"]
+
+    assert request(8).shape == (1,)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_length must be <= 8 for this model"):
+        request(9)
 
 
 def test_a_refit_replays_a_schedule_without_validation(data_dir, tmp_path):

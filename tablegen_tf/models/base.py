@@ -84,6 +84,10 @@ class GenerationModel(keras.Model):
     # it) or where served inputs' memory axis is not padded to buckets (XLA would compile once
     # per input length).
     xla_decoding_steps = True
+    # The longest search (decode.max_length) the built model can run, or None for any: a
+    # SavedModel's `generate` refuses a longer max_length (INVALID_ARGUMENT) instead of
+    # capping its texts (the transformer's key/value caches are sized when it is built).
+    longest_search: Optional[int] = None
 
     @classmethod
     def from_config_sections(cls, family, config, vocab_sizes: Dict[str, int]) -> "GenerationModel":

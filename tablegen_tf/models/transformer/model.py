@@ -280,14 +280,17 @@ class Transformer(KeyedConfig, GenerationModel):
         return extended_log_probs(vocab_log_probs, outputs["switch_logit"], tf.exp(outputs["copy_log_probs"]),
                                   memory["memory_value"], memory["memory_record"], num_records)
 
+    @property
+    def longest_search(self):
+        return self.max_decode_length - 1
+
     def _capped(self, log_probs, step):
-        """At the cache's last position every hypothesis ends: all mass on </s>. A request
-        (the SavedModel's `generate` takes max_length per call, checked only to be >= 1)
-        longer than the exported decode.max_length is capped
-        here rather than refused: an assert in the step would be dropped where the search
-        runs as one XLA computation (one-table requests), and a write past the cache would
-        be silently lost. Within decode.max_length steps this never applies; `--max-length`
-        of evaluate, generate and export raises it before the model is built
+        """At the cache's last position every hypothesis ends: all mass on </s>, so a
+        search longer than the caches can never write past them (a write past the cache
+        would be silently lost, and an assert in the step would be dropped where the search
+        runs as one XLA computation). The SavedModel's `generate` refuses a longer
+        max_length before the search (``longest_search``, export.checked_decoding_inputs);
+        `--max-length` of evaluate, generate and export raises it before the model is built
         (training.trainer.load_trained)."""
         last = step >= self.max_decode_length - 1
         only_end = tf.where(tf.range(tf.shape(log_probs)[1]) == EOS_ID, 0.0, NEG_INF)

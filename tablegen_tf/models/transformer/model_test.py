@@ -164,6 +164,16 @@ def test_a_search_longer_than_the_cache_is_capped_at_its_last_position():
     assert np.all(greedy_lengths.numpy() <= 5)
 
 
+def test_the_longest_search_is_the_caches_and_an_ensemble_takes_its_shortest_member():
+    from tablegen_tf.ensemble import EnsembleModel
+
+    encdec = build_model("encdec-copy", dict(hidden_size=8, num_layers=1, word_dim=6, field_dim=3, value_dim=4,
+                                             position_dim=2), SIZES, {"max_position": 5})
+    assert _model(max_length=12).longest_search == 12 and encdec.longest_search is None
+    assert EnsembleModel([_model(max_length=12), encdec, _model(max_length=7)]).longest_search == 7
+    assert EnsembleModel([encdec, encdec]).longest_search is None
+
+
 def _beams(model, batch, compact):
     """Beam search (3 beams, 10 steps); ``compact``: through ``decoding_memory``, finished
     entries leave the batch (their cached states' rows must follow)."""
