@@ -91,7 +91,7 @@ def sampled_texts(trained, examples, samples: int, epsilon: float, rerank: str =
 
     @tf.function(reduce_retracing=True)
     def run(batch):
-        ids, lengths, scores = mbr_sampler(trained.model, batch, decode)()
+        ids, lengths, scores = mbr_sampler(trained.model, featurizer, batch, decode)()
         texts = tf.reshape(featurizer.candidate_texts(batch, ids, lengths), [-1])
         fields, values, mask = tile_batch(featurizer.slot_table(batch), samples)
         count = (slot_errors(fields, values, mask, texts) if rerank == "slot"

@@ -152,7 +152,7 @@ def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must
     return ids, lengths, scores, memory
 
 
-def mbr_sampler(model, features, config: DecodeConfig, memory=None):
+def mbr_sampler(model, featurizer, features, config: DecodeConfig, memory=None):
     """-> a callable drawing ``config.mbr_samples`` texts of the model per input for minimum
     Bayes risk reranking (ids [B, S, T], lengths [B, S] with </s>, scores [B, S]: the
     draws' log-probs; epsilon sampling without the end gate: the model's own distribution), or None
@@ -168,7 +168,6 @@ def mbr_sampler(model, features, config: DecodeConfig, memory=None):
 
     def draw():
         encoded = model.encode(features, training=False) if memory is None else memory
-        batch_size = tf.shape(tf.nest.flatten(model.initial_decoding_state(encoded))[0])[0]  # as search_inputs
 
         def draw_chunk(first_sample, chunk):
             sampling = dataclasses.replace(config, beam_size=chunk)  # memory tiled to chunk rows per input
@@ -178,7 +177,8 @@ def mbr_sampler(model, features, config: DecodeConfig, memory=None):
                                  EOS_ID, samples, config.mbr_seed, epsilon=config.mbr_epsilon,
                                  step_memory=step_memory, first_sample=first_sample, chunk=chunk)
 
-        return draw_in_chunks(draw_chunk, batch_size, samples, config.mbr_rows, config.max_length)
+        return draw_in_chunks(draw_chunk, featurizer.batch_size(features), samples, config.mbr_rows,
+                              config.max_length)
 
     return draw
 
@@ -192,7 +192,7 @@ def decode_text(model, featurizer, features, config: DecodeConfig, must_include=
     ``coverage_rerank_weight`` or ``mbr_weight`` the beams are reranked by slot errors /
     table coverage / likeness to the model's samples (the SavedModel runs this too)."""
     memory = model.encode(features, training=False)  # the search's and the draws'
-    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, features, config, memory))
+    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, featurizer, features, config, memory))
     ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose,
                                               slot_end_gate(featurizer, features, config), memory)
     return featurizer.output_text(features, ids, lengths), scores, memory
@@ -263,7 +263,7 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
                                        step_memory=step_memory, jit_max_batch=_jit_max_batch(model, end_gate),
                                        parallel_searches=config.parallel_searches,
                                        parallel_min_batch=PARALLEL_MIN_BATCH)
-    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, features, config, memory))
+    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, featurizer, features, config, memory))
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])
     return ids, lengths, scores, chosen, memory

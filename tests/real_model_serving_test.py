@@ -163,7 +163,7 @@ def test_draws_in_chunks_of_samples_are_the_draws_of_one_batch(trained, tables):
 
     def draws(rows):
         config = dataclasses.replace(run.config.decode, mbr_samples=8, mbr_rows=rows)
-        return tf.function(mbr_sampler(run.model, features, config))()
+        return tf.function(mbr_sampler(run.model, run.featurizer, features, config))()
 
     whole = draws(1024)
     assert whole[0].shape[:2] == (3, 8)
