@@ -253,7 +253,7 @@ class Transformer(KeyedConfig, GenerationModel):
         def step_fn(prev_ids, step, state):
             # Never past the cache: a longer search is capped by _capped (its last position
             # is written again by any later step of a finished row, whose output is unused).
-            at = tf.minimum(step, self.max_decode_length - 1)
+            at = tf.minimum(step, self.longest_search)
             written = tf.equal(cache_positions, at)[None, :, None]  # [1, L, 1]: this step's slot
             visible = (cache_positions <= at)[None, None, None, :]  # [1, 1, 1, L] (sec. 3.2.3)
             ids = copied_word_ids(prev_ids, memory["record_value"], self.word_vocab_size)[:, None]
@@ -292,6 +292,6 @@ class Transformer(KeyedConfig, GenerationModel):
         max_length before the search (``longest_search``, export.checked_decoding_inputs);
         `--max-length` of evaluate, generate and export raises it before the model is built
         (training.trainer.load_trained)."""
-        last = step >= self.max_decode_length - 1
+        last = step >= self.longest_search
         only_end = tf.where(tf.range(tf.shape(log_probs)[1]) == EOS_ID, 0.0, NEG_INF)
         return tf.where(last, tf.broadcast_to(only_end, tf.shape(log_probs)), log_probs)
