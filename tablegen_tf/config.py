@@ -85,7 +85,7 @@ class OptimizerConfig:
     BOUNDS: ClassVar[Dict[str, Bound]] = {
         "learning_rate": above(0), "clipnorm": at_least(0),
         "clipvalue": at_least(0), "rho": between(0, 1), "warmup_steps": at_least(0),
-        "final_lr_fraction": between(0, 1),
+        "final_lr_fraction": between(0, 1), "ema_momentum": at_least_below(0, 1),
     }
     name: str = "adam"  # adam | rmsprop | sgd
     learning_rate: float = 0.001
@@ -97,6 +97,10 @@ class OptimizerConfig:
     schedule: str = "constant"
     warmup_steps: int = 0  # linear ramp from learning_rate / warmup_steps, any schedule
     final_lr_fraction: float = 0.0
+    # > 0: validation, the best checkpoint (so evaluate and export) use an exponential moving
+    # average of the weights (Polyak averaging), new = m * old + (1 - m) * weights after each
+    # step; training goes on from the raw weights. 0 = off.
+    ema_momentum: float = 0.0
 
     def __post_init__(self):
         check_bounds("train.optimizer", self)

@@ -67,6 +67,56 @@ def test_load_trained_restores_the_best_weights(data_dir, tmp_path):
     assert path.endswith(f"ckpt-{int(trainer.best_step.numpy())}")
 
 
+def _with_ema(config, momentum):
+    optimizer = dataclasses.replace(config.train.optimizer, ema_momentum=momentum)
+    return config.replace(train=dataclasses.replace(config.train, optimizer=optimizer))
+
+
+def test_ema_validates_and_keeps_the_moving_average_and_trains_on_the_raw_weights(data_dir, tmp_path):
+    from tablegen_tf.training.trainer import Trainer, load_trained
+
+    momentum, out = 0.5, str(tmp_path / "run")
+    trainer = Trainer(_with_ema(tiny_config(data_dir, max_steps=4, log_every_steps=1), momentum), out)
+    raw_after_each_step = []
+    trainer.train(reporter=lambda *_: raw_after_each_step.append(
+        [v.numpy() for v in trainer.model.trainable_variables]))
+    assert len(raw_after_each_step) == 4
+    average = raw_after_each_step[0]  # Keras's first update copies the weights
+    for raw in raw_after_each_step[1:]:
+        average = [momentum * a + (1 - momentum) * w for a, w in zip(average, raw)]
+    kept = load_trained(out).model.trainable_variables
+    for expected, best, now, last in zip(average, kept, trainer.model.trainable_variables, raw_after_each_step[-1]):
+        np.testing.assert_allclose(best.numpy(), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(now.numpy(), last)  # the swap put the raw weights back
+    assert any(not np.allclose(a, w) for a, w in zip(average, raw_after_each_step[-1]))
+
+
+def test_an_ema_run_resumed_after_a_crash_ends_with_the_uninterrupted_weights(data_dir, tmp_path):
+    from tablegen_tf.training.trainer import Trainer, load_trained
+
+    # Validated at step 2 before its checkpoint: the resume starts from weights the swap put back.
+    config = _with_ema(tiny_config(data_dir, max_steps=6, eval_every_steps=2), 0.5)
+    Trainer(config, str(tmp_path / "whole")).train(progress=False)
+
+    def crash_at_step_4(step, _max_steps, _scores):  # reported every 2 steps, before step 4's save
+        if step == 4:
+            raise RuntimeError("crash")
+
+    parted = str(tmp_path / "parted")
+    with pytest.raises(RuntimeError, match="crash"):
+        Trainer(config, parted).train(reporter=crash_at_step_4)
+    resumed = Trainer(config, parted)
+    assert "at step 2" in resumed.restore()
+    resumed.train(progress=False)
+    whole = Trainer(config, str(tmp_path / "whole"))
+    whole.restore()
+    for uninterrupted, after_resume in zip(whole.optimizer.variables + whole.model.weights,
+                                           resumed.optimizer.variables + resumed.model.weights):
+        np.testing.assert_allclose(uninterrupted.numpy(), after_resume.numpy(), rtol=1e-6, atol=1e-7)
+    for a, b in zip(load_trained(str(tmp_path / "whole")).model.weights, load_trained(parted).model.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+
+
 def _tiny_transformer_run(data_dir, out):
     from tablegen_tf.training.trainer import Trainer
 

@@ -11,6 +11,7 @@ featurizer; the typed Config (tablegen_tf.config) the rest:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -81,12 +82,14 @@ def make_optimizer(config: OptimizerConfig) -> keras.optimizers.Optimizer:
         raise ConfigError(f"train.optimizer.name: unknown optimizer {config.name!r}: one of {', '.join(OPTIMIZERS)}")
     # global_clipnorm clips the aggregated gradient, the same under any strategy;
     # clipvalue > 0 clips element-wise instead (Keras allows one of the two).
-    clip = {"clipvalue": config.clipvalue} if config.clipvalue > 0 else {"global_clipnorm": config.clipnorm}
+    options = {"clipvalue": config.clipvalue} if config.clipvalue > 0 else {"global_clipnorm": config.clipnorm}
+    if config.ema_momentum > 0:  # the averages are optimizer variables: training checkpoints keep them
+        options.update(use_ema=True, ema_momentum=config.ema_momentum)
     if config.name == "rmsprop":  # Mou et al.
-        return keras.optimizers.RMSprop(learning_rate=config.learning_rate, rho=config.rho, epsilon=1e-8, **clip)
+        return keras.optimizers.RMSprop(learning_rate=config.learning_rate, rho=config.rho, epsilon=1e-8, **options)
     if config.name == "sgd":  # plain SGD (Lebret et al. 2016)
-        return keras.optimizers.SGD(learning_rate=config.learning_rate, **clip)
-    return keras.optimizers.Adam(learning_rate=config.learning_rate, **clip)
+        return keras.optimizers.SGD(learning_rate=config.learning_rate, **options)
+    return keras.optimizers.Adam(learning_rate=config.learning_rate, **options)
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy:
@@ -469,7 +472,8 @@ class Trainer:
         if references is not None and int(self.validated_step.numpy()) != step:
             self._validate_step(references, step)
         elif references is None:
-            self._save(self.best_manager, step)
+            with self._averaged_weights():
+                self._save(self.best_manager, step)
         self._save(self.manager, step)
         seconds = time.time() - start
         for writer in self.writers.values():
@@ -524,7 +528,28 @@ class Trainer:
         lr = self.optimizer.learning_rate
         return float(lr.numpy() if hasattr(lr, "numpy") else lr)
 
+    @contextlib.contextmanager
+    def _averaged_weights(self):
+        """With ``train.optimizer.ema_momentum``: the weights' moving averages in the model for
+        the block (validation, the best checkpoint), the raw weights back after it, so training
+        and a resume go on from them."""
+        if not self.optimizer.use_ema:
+            yield
+            return
+        variables = self.model.trainable_variables
+        raw = [variable.numpy() for variable in variables]
+        self.optimizer.finalize_variable_values(variables)
+        try:
+            yield
+        finally:
+            for variable, value in zip(variables, raw):
+                variable.assign(value)
+
     def _evaluate_and_keep_best(self, references, step: int) -> bool:
+        with self._averaged_weights():
+            return self._validate_and_save_best(references, step)
+
+    def _validate_and_save_best(self, references, step: int) -> bool:
         scores = self.validate(references)
         with self.writers["valid"].as_default(step=step):
             for name in ("bleu", "nist", "rougeL", "loss", "perplexity"):
