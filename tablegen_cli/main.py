@@ -401,7 +401,8 @@ def _add_rerank_arguments(parser) -> None:
                              "batch (default: the run's decode.mbr_seed)")
     parser.add_argument("--mbr-rows", type=_bounded(DecodeConfig, "mbr_rows"), default=None, metavar="N",
                         help="draw at most N texts at once (batch x samples; a larger batch draws its samples "
-                             "in chunks); memory grows with it (a Transformer's caches), the texts do not "
+                             "in chunks); memory grows with it (a Transformer's caches), and with the members of an "
+                             "--ensemble, each of which steps every row; the texts do not "
                              "depend on it (default: the run's decode.mbr_rows, 1024)")
 
 
