@@ -67,6 +67,23 @@ def test_load_trained_restores_the_best_weights(data_dir, tmp_path):
     assert path.endswith(f"ckpt-{int(trainer.best_step.numpy())}")
 
 
+def _crashed_at_step_4_and_resumed(config, out):
+    """A run that crashes after its step-2 checkpoint (log_every_steps 2: the reporter runs
+    before step 4's validation and save), then resumed to the end: its Trainer."""
+    from tablegen_tf.training.trainer import Trainer
+
+    def crash_at_step_4(step, _max_steps, _scores):
+        if step == 4:
+            raise RuntimeError("crash")
+
+    with pytest.raises(RuntimeError, match="crash"):
+        Trainer(config, out).train(reporter=crash_at_step_4)
+    resumed = Trainer(config, out)
+    assert "at step 2" in resumed.restore()
+    resumed.train(progress=False)
+    return resumed
+
+
 def _with_ema(config, momentum):
     optimizer = dataclasses.replace(config.train.optimizer, ema_momentum=momentum)
     return config.replace(train=dataclasses.replace(config.train, optimizer=optimizer))
@@ -98,16 +115,8 @@ def test_an_ema_run_resumed_after_a_crash_ends_with_the_uninterrupted_weights(da
     config = _with_ema(tiny_config(data_dir, max_steps=6, eval_every_steps=2), 0.5)
     Trainer(config, str(tmp_path / "whole")).train(progress=False)
 
-    def crash_at_step_4(step, _max_steps, _scores):  # reported every 2 steps, before step 4's save
-        if step == 4:
-            raise RuntimeError("crash")
-
     parted = str(tmp_path / "parted")
-    with pytest.raises(RuntimeError, match="crash"):
-        Trainer(config, parted).train(reporter=crash_at_step_4)
-    resumed = Trainer(config, parted)
-    assert "at step 2" in resumed.restore()
-    resumed.train(progress=False)
+    resumed = _crashed_at_step_4_and_resumed(config, parted)
     whole = Trainer(config, str(tmp_path / "whole"))
     whole.restore()
     for uninterrupted, after_resume in zip(whole.optimizer.variables + whole.model.weights,
@@ -195,16 +204,7 @@ def test_a_cosine_schedule_ends_on_its_floor_and_a_resume_replays_it(data_dir, t
     cosine = 0.1 + 0.9 * 0.5 * (1 + np.cos(np.pi * 5 / 6))
     assert whole._learning_rate() == pytest.approx(0.001 * 0.5 * cosine, rel=1e-5)
 
-    def crash_at_step_4(step, _max_steps, _scores):  # reported every 2 steps, before the save
-        if step == 4:
-            raise RuntimeError("crash")
-
-    parted = str(tmp_path / "parted")
-    with pytest.raises(RuntimeError, match="crash"):
-        Trainer(config, parted).train(reporter=crash_at_step_4)
-    resumed = Trainer(config, parted)
-    assert "at step 2" in resumed.restore()
-    resumed.train(progress=False)
+    resumed = _crashed_at_step_4_and_resumed(config, str(tmp_path / "parted"))
     assert float(resumed.lr_scale.numpy()) == pytest.approx(0.5)
     for uninterrupted, after_resume in zip(whole.model.weights, resumed.model.weights):
         np.testing.assert_allclose(uninterrupted.numpy(), after_resume.numpy(), rtol=1e-6, atol=1e-7)
