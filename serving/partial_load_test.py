@@ -41,7 +41,11 @@ def _function_count(export_dir):
     return len(saved_model.meta_graphs[0].graph_def.library.function), saved_model
 
 
-def test_only_the_kept_signature_loads_with_its_variables_and_assets(tmp_path):
+def test_only_the_kept_signature_loads_with_its_variables_and_assets(tmp_path, monkeypatch):
+    # A private temp dir: other test workers' partial loads share the session's.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("a\nb\nc\n")
     module = VocabModel(str(vocab))
@@ -53,7 +57,7 @@ def test_only_the_kept_signature_loads_with_its_variables_and_assets(tmp_path):
     loaded = load_signatures(export, ["serving_default"])
     assert list(loaded.signatures) == ["serving_default"]
     assert loaded.signatures["serving_default"](words=words)["ids"].numpy().tolist() == [6, 0, -3]
-    assert not [name for name in os.listdir(tempfile.gettempdir()) if name.startswith("partial-load-")]
+    assert not [name for name in os.listdir(scratch) if name.startswith("partial-load-")]  # its copy is gone
     full = tf.saved_model.load(export)
     assert full.signatures["generate"](words=words, beam_size=tf.constant(2))["ids"].numpy().tolist() == [8, 6, 5]
 
