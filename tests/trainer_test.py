@@ -113,12 +113,11 @@ def test_an_ema_run_resumed_after_a_crash_ends_with_the_uninterrupted_weights(da
 
     # Validated at step 2 before its checkpoint: the resume starts from weights the swap put back.
     config = _with_ema(tiny_config(data_dir, max_steps=6, eval_every_steps=2), 0.5)
-    Trainer(config, str(tmp_path / "whole")).train(progress=False)
+    whole = Trainer(config, str(tmp_path / "whole"))
+    whole.train(progress=False)
 
     parted = str(tmp_path / "parted")
     resumed = _crashed_at_step_4_and_resumed(config, parted)
-    whole = Trainer(config, str(tmp_path / "whole"))
-    whole.restore()
     for uninterrupted, after_resume in zip(whole.optimizer.variables + whole.model.weights,
                                            resumed.optimizer.variables + resumed.model.weights):
         np.testing.assert_allclose(uninterrupted.numpy(), after_resume.numpy(), rtol=1e-6, atol=1e-7)
