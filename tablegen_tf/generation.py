@@ -183,6 +183,12 @@ def mbr_sampler(model, featurizer, features, config: DecodeConfig, memory=None):
     return draw
 
 
+def _reranker(model, featurizer, features, config: DecodeConfig, memory):
+    """The beam choice of ``decode_text`` and ``decode_beams`` (one, so both pick the same
+    beam): ``beam_reranker`` with the MBR draws over the search's ``memory``, or None."""
+    return beam_reranker(featurizer, features, config, model, mbr_sampler(model, featurizer, features, config, memory))
+
+
 def _chosen(index, *beams):
     return tuple(tf.gather(x, index, batch_dims=1) for x in beams)
 
@@ -192,7 +198,7 @@ def decode_text(model, featurizer, features, config: DecodeConfig, must_include=
     ``coverage_rerank_weight`` or ``mbr_weight`` the beams are reranked by slot errors /
     table coverage / likeness to the model's samples (the SavedModel runs this too)."""
     memory = model.encode(features, training=False)  # the search's and the draws'
-    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, featurizer, features, config, memory))
+    choose = _reranker(model, featurizer, features, config, memory)
     ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose,
                                               slot_end_gate(featurizer, features, config), memory)
     return featurizer.output_text(features, ids, lengths), scores, memory
@@ -263,7 +269,7 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
                                        step_memory=step_memory, jit_max_batch=_jit_max_batch(model, end_gate),
                                        parallel_searches=config.parallel_searches,
                                        parallel_min_batch=PARALLEL_MIN_BATCH)
-    choose = beam_reranker(featurizer, features, config, model, mbr_sampler(model, featurizer, features, config, memory))
+    choose = _reranker(model, featurizer, features, config, memory)
     # beam_search sorts the beams best first: without reranking decode_text returns beam 0
     chosen = choose(ids, lengths, scores) if choose is not None else tf.zeros_like(lengths[:, 0])
     return ids, lengths, scores, chosen, memory
