@@ -29,16 +29,11 @@ SELECTION="--format e2e-aligned --input $D/e2e/aligned --split train --selection
 prepare() {  # OUTPUT [--clean-slots]
   [ -f "$1/metadata.json" ] || $T prepare $SELECTION --output "$@"
 }
-LANES=${LANES:-$(nproc)}
-descendants() { local child; for child in $(pgrep -P "$1"); do descendants "$child"; echo "$child"; done; }
-stop_lanes() { local lane; for lane in $(jobs -p); do kill $(descendants "$lane") "$lane" 2>/dev/null || true; done; }
-trap stop_lanes EXIT  # a failed lane (or any error) stops the other lane's training too
+source scripts/lanes.sh  # LANES, one_thread, stop_lanes on exit
 
 train() {  # NAME CORE TRAIN_DIR [--set ...]: one thread, pinned to CORE where taskset exists
-  local name=$1 core=$(( $2 % $(nproc) )) data=$3; shift 3
-  local pin=(); command -v taskset >/dev/null && pin=(taskset -c "$core")
-  TF_NUM_INTRAOP_THREADS=1 TF_NUM_INTEROP_THREADS=1 "${pin[@]}" \
-    $T train --config e2e,experiments/e2e_order_planning --set train.seed="$SEED" "$@" \
+  local name=$1 core=$2 data=$3; shift 3
+  one_thread "$core" $T train --config e2e,experiments/e2e_order_planning --set train.seed="$SEED" "$@" \
       --train "$data" --valid "$RUNS/data/e2e-sel/selection" --out "$RUNS/$name" 2>&1 | sed -u "s/^/[$name] /"
 }
 # The members' vocabulary: the plain training split's (an ensemble averages distributions
