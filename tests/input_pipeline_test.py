@@ -114,7 +114,8 @@ def _write_run(directory, records, shards):
 def test_small_training_sets_come_in_the_same_seeded_order_whatever_the_run_wrote(prepared, tmp_path):
     """Beam writes the same examples in a run-dependent order and wire form: within the
     in-memory bound the seeded batches depend on the examples' content only (the same model
-    from the same data); beyond it the files' order counts (streamed, not sorted)."""
+    from the same data), and so do validation batches (the same validation loss); beyond it
+    the files' order counts (streamed, not sorted)."""
     vocabs = ip.Vocabularies.load(os.path.join(prepared, "vocab"))
     records = _copies(prepared)
     # Another multi-worker Beam run: the same examples in other bytes, other files, reverse order.
@@ -132,6 +133,14 @@ def test_small_training_sets_come_in_the_same_seeded_order_whatever_the_run_wrot
     assert order(one_run, 16) == order(other_run, 16) == order(one_run, 16)
     assert len(set(order(one_run, 16))) > 1
     assert order(one_run, 0) != order(other_run, 0)  # so the check above can fail
+
+    def validation_order(directory, cache_max_mb):  # no shuffle: the order they are read in
+        config = ip.InputConfig(batch_size=4, shuffle_buffer=50, cache_max_mb=cache_max_mb)
+        return [tuple(batch["example_id"].numpy()) for batch in
+                ip.make_dataset(directory, vocabs, config, training=False)]
+
+    assert validation_order(one_run, 16) == validation_order(other_run, 16)
+    assert validation_order(one_run, 0) != validation_order(other_run, 0)
     assert ip._fits_cache(ip.list_files(one_run), 16) and not ip._fits_cache(ip.list_files(one_run), 0)
 
 
