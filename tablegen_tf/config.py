@@ -155,7 +155,9 @@ class DataConfig:
     # a test set's larger tables (a covariate-shift correction; README, E2E quality run)
     repeat_by_table_size: List[int] = dataclasses.field(default_factory=list)
     # training: parsed examples are cached in memory (parsed once, not every epoch) when the
-    # example files total at most this many MB on disk (~25x that in memory); 0 = never
+    # example files total at most this many MB on disk (~25x that in memory); training and
+    # validation sets this small are read in content order (the same batches whatever Beam
+    # wrote); 0 = never
     cache_max_mb: int = 16
 
     def __post_init__(self):
