@@ -297,7 +297,7 @@ def main() -> None:
                     name = f"beam{beam}-lp{length_penalty}-a{alpha}-mbr{mbr}-r{retrieval}-w{weight}.txt"
                     with open(os.path.join(args.write_texts, name), "w", encoding="utf-8") as out:
                         out.writelines(f"{text}\n" for text in texts)
-                bp = BLEU(tokenize="none", smooth_method="none").corpus_score(
+                bp = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(  # tokenised on purpose
                     [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
                 ser = scores.get("slot_error_rate")
                 words = sum(len(t.split()) for t in texts) / max(len(texts), 1)

@@ -38,6 +38,15 @@ def test_a_training_setting_that_cannot_run_is_a_usage_error_not_a_traceback(tmp
     assert f"tablegen train: error: {message}" in err and "Traceback" not in err
 
 
+def test_a_training_split_prepare_did_not_write_is_a_usage_error_naming_it(tmp_path, capsys):
+    (tmp_path / "train").mkdir()  # e.g. the parent of the prepared split, as once in our own runs
+    code = main(["train", "--config", "e2e", "--train", str(tmp_path / "train"), "--out", str(tmp_path / "run")])
+    assert code == 2
+    err = capsys.readouterr().err
+    expected = f"data.train: no TFRecord files match {tmp_path / 'train' / 'examples-*.tfrecord.gz'}"
+    assert f"tablegen train: error: {expected}" in err and "Traceback" not in err, err
+
+
 def test_a_pragmatic_alpha_outside_0_1_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["evaluate", "--model", "run", "--format", "e2e", "--input", "dev.csv", "--pragmatic-alpha", "1.5"])

@@ -40,6 +40,25 @@ def tiny_config(data_dir, **train):
     return load_config("e2e", overrides)
 
 
+def test_splits_without_examples_or_vocabularies_are_config_errors_naming_the_setting(data_dir, tmp_path):
+    import shutil
+
+    from tablegen_tf.config import ConfigError
+    from tablegen_tf.training.trainer import Trainer
+
+    config = tiny_config(data_dir)
+    config.data.valid = str(tmp_path / "no-such-split")
+    with pytest.raises(ConfigError, match=r"^data\.valid: no TFRecord files match .*no-such-split"):
+        Trainer(config, str(tmp_path / "run"))
+    unprepared = tmp_path / "examples-only"  # examples, but not the vocab/ prepare writes beside them
+    shutil.copytree(os.path.join(data_dir, "train"), unprepared, ignore=shutil.ignore_patterns("vocab"))
+    config = tiny_config(data_dir)
+    config.data.train = str(unprepared)
+    with pytest.raises(ConfigError, match=r"^data\.train: no vocabulary .*examples-only/vocab/words\.txt"):
+        Trainer(config, str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
 def test_resume_continues_the_step_count_and_weights(data_dir, tmp_path):
     from tablegen_tf.training.trainer import Trainer
 

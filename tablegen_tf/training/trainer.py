@@ -144,6 +144,25 @@ def vocab_sizes(vocabs: ip.Vocabularies) -> Dict[str, int]:
     return {name: vocabs.size(name) for name in ip.VOCAB_NAMES}
 
 
+def check_prepared(config: Config) -> None:
+    """data.train / data.valid / the vocabularies are what `tablegen prepare` writes: a clear
+    error naming the setting and the missing file, before the run directory is touched."""
+    for key in ("train", "valid"):
+        data_dir = getattr(config.data, key)
+        if not data_dir:
+            continue
+        try:  # a directory, or a file pattern (TFX's split URIs)
+            ip.list_files(data_dir)
+        except FileNotFoundError as error:
+            raise ConfigError(f"data.{key}: {error} (write the split with `tablegen prepare`)") from None
+    source = vocab_dir(config)
+    missing = [name for name in ip.VOCAB_NAMES if not tf.io.gfile.exists(os.path.join(source, f"{name}.txt"))]
+    if missing:
+        key = "data.vocab" if config.data.vocab else "data.train"
+        raise ConfigError(f"{key}: no vocabulary {os.path.join(source, missing[0])}.txt (`tablegen prepare` "
+                          "writes the vocabularies into the training split's vocab/)")
+
+
 def check_example_form(family, data_dir: Optional[str]) -> None:
     """The prepared directory holds the example form the family reads (clear error if not)."""
     path = os.path.join(data_dir or "", PREPARED_METADATA)
@@ -183,6 +202,7 @@ class Trainer:
         self.worker, self.workers = worker_index_and_count(self.strategy)
         self.is_chief = self.worker == 0
         self.family = get_family(config.model.name)
+        check_prepared(config)
         for data_dir in (config.data.train, config.data.valid):
             check_example_form(self.family, data_dir)
         if self.is_chief:
