@@ -133,7 +133,7 @@ class DataConfig:
     BOUNDS: ClassVar[Dict[str, Bound]] = {
         "max_words": at_least(0), "batch_size": at_least(1), "max_position": at_least(1),
         "max_target_length": at_least(0), "max_records": at_least(0), "max_source_length": at_least(0),
-        "shuffle_buffer": at_least(0), "cache_max_mb": at_least(0),
+        "shuffle_buffer": at_least(0), "cache_max_mb": at_least(0), "unknown_value_words": at_least_below(0, 1),
     }
     train: Optional[str] = None  # directories written by `tablegen prepare`
     valid: Optional[str] = None
@@ -154,6 +154,11 @@ class DataConfig:
     # entry for larger tables; [] = once each): moves the training mix of table sizes toward
     # a test set's larger tables (a covariate-shift correction; README, E2E quality run)
     repeat_by_table_size: List[int] = dataclasses.field(default_factory=list)
+    # training: each of a table's in-vocabulary value words is made <unk> with this probability,
+    # in the table and the target alike, so that the model learns to copy words it has no
+    # embedding for (a table of a domain never seen in training has many: README, "WebNLG
+    # categories never seen in training"); 0 = off
+    unknown_value_words: float = 0.0
     # training: parsed examples are cached in memory (parsed once, not every epoch) when the
     # example files total at most this many MB on disk (~25x that in memory); training and
     # validation sets this small are read in content order (the same batches whatever Beam

@@ -186,6 +186,44 @@ def test_only_training_batches_are_shuffled(prepared):
     assert any(not np.array_equal(a["record_value"], b["record_value"]) for a, b in zip(plain, trained))
 
 
+def test_unknown_value_words_hide_a_word_type_in_the_table_and_the_target_alike():
+    """data.unknown_value_words: a hidden value word is <unk> wherever it occurs (table and
+    target), its text stays for copying; words outside the table and BOS/EOS never change."""
+    unk, bos, eos = ip.UNK_ID, ip.BOS_ID, ip.EOS_ID
+    features = {
+        "record_value": tf.constant([5, 6, 6, unk, 7]),
+        "record_value_text": tf.constant(["a", "b", "b", "rare", "c"]),
+        "target_in": tf.constant([bos, 5, 9, 6, unk]),
+        "target_out": tf.constant([5, 9, 6, unk, eos]),
+    }
+    out = ip.unknown_value_words(features, 0.999999, seed=1)
+    np.testing.assert_array_equal(out["record_value"], [unk] * 5)
+    np.testing.assert_array_equal(out["target_in"], [bos, unk, 9, unk, unk])
+    np.testing.assert_array_equal(out["target_out"], [unk, 9, unk, unk, eos])
+    np.testing.assert_array_equal(out["record_value_text"], features["record_value_text"])
+    hidden_sets = set()
+    for seed in range(16):
+        out = ip.unknown_value_words(features, 0.5, seed=seed)
+        values, target = out["record_value"].numpy(), out["target_out"].numpy()
+        assert values[1] == values[2] == target[2], "one word type, hidden everywhere or nowhere"
+        assert values[0] == target[0] and target[1] == 9 and target[4] == eos
+        hidden_sets.add(tuple(values == unk))
+    assert len(hidden_sets) > 2, "the same words every time: this test could not fail"
+
+
+def test_unknown_value_words_only_in_training_batches(prepared):
+    vocabs = ip.Vocabularies.load(os.path.join(prepared, "vocab"))
+
+    def unknowns(training, rate):
+        config = ip.InputConfig(batch_size=4, shuffle_buffer=0, unknown_value_words=rate)
+        batches = ip.make_dataset(prepared, vocabs, config, training=training, seed=1)
+        return sum(int(tf.reduce_sum(tf.cast(tf.equal(b["record_value"], ip.UNK_ID) & b["record_mask"], tf.int32)))
+                   for b in batches)
+
+    assert unknowns(False, 0.5) == unknowns(False, 0.0) == unknowns(True, 0.0)
+    assert unknowns(True, 0.5) > unknowns(True, 0.0) + 10
+
+
 def test_tables_are_repeated_by_their_number_of_values(prepared):
     """data.repeat_by_table_size: a training epoch holds each table repeats[n] times for n
     values (the last count for larger tables); evaluation reads each table once."""

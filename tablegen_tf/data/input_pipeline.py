@@ -70,6 +70,7 @@ class InputConfig:
     shuffle_buffer: int = 10000
     shuffle_attributes: bool = False  # training: each table's values in a new random order
     repeat_by_table_size: Sequence[int] = ()  # training: reads of a table of n values, by n
+    unknown_value_words: float = 0.0  # training: share of a table's value words made <unk>
     drop_remainder: bool = False
     cache_max_mb: int = 16  # files this small: training examples cached, every set read in content order
 
@@ -133,6 +134,27 @@ def shuffle_attributes(features: Dict[str, tf.Tensor], seed: Optional[int] = Non
     out["copy_mask"] = tf.gather(features["copy_mask"], order, axis=1)
     new_index = tf.math.invert_permutation(order)
     out["content_plan"] = tf.gather(new_index, features["content_plan"])
+    return out
+
+
+def unknown_value_words(features: Dict[str, tf.Tensor], rate: float, seed: Optional[int] = None
+                        ) -> Dict[str, tf.Tensor]:
+    """ONE example with each in-vocabulary word of its table's values made <unk> with
+    probability ``rate``, by word type: in ``record_value`` and in the target alike, as if the
+    vocabulary lacked the word. The word's text stays (``record_value_text``), so a target
+    occurrence is then learnt as a copy, as an out-of-vocabulary word is at test time."""
+    if "record_value" not in features:
+        raise ValueError("data.unknown_value_words: this example form has no table values")
+    values = features["record_value"]
+    types, _ = tf.unique(values)
+    hidden = tf.boolean_mask(types, (types > UNK_ID) & (tf.random.uniform(tf.shape(types), seed=seed) < rate))
+
+    def hide(ids):
+        return tf.where(tf.reduce_any(tf.equal(ids[:, None], hidden[None, :]), -1), UNK_ID, ids)
+
+    out = dict(features)
+    for key in ("record_value", "target_in", "target_out"):
+        out[key] = hide(features[key])
     return out
 
 
@@ -305,6 +327,8 @@ def make_dataset(
             dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if training and config.shuffle_attributes:  # after the cache: a new order every epoch
         dataset = dataset.map(lambda features: shuffle_attributes(features, seed))
+    if training and config.unknown_value_words:  # after the cache: new words every epoch
+        dataset = dataset.map(lambda features: unknown_value_words(features, config.unknown_value_words, seed))
     padding = padding_values(dataset.element_spec)
     boundaries = list(config.bucket_boundaries)
     dataset = dataset.bucket_by_sequence_length(
