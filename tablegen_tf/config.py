@@ -134,6 +134,7 @@ class DataConfig:
         "max_words": at_least(0), "batch_size": at_least(1), "max_position": at_least(1),
         "max_target_length": at_least(0), "max_records": at_least(0), "max_source_length": at_least(0),
         "shuffle_buffer": at_least(0), "cache_max_mb": at_least(0), "unknown_value_words": at_least_below(0, 1),
+        "unknown_word_alpha": at_least(0),
     }
     train: Optional[str] = None  # directories written by `tablegen prepare`
     valid: Optional[str] = None
@@ -159,6 +160,10 @@ class DataConfig:
     # embedding for (a table of a domain never seen in training has many: README, "WebNLG
     # categories never seen in training"); 0 = off
     unknown_value_words: float = 0.0
+    # training: each value word is also made <unk> with probability alpha / (alpha + its count
+    # in the training split, vocab/words.counts.tsv): rare words often, common ones seldom
+    # (Kiperwasser and Goldberg 2016's word dropout); 0 = off
+    unknown_word_alpha: float = 0.0
     # training: parsed examples are cached in memory (parsed once, not every epoch) when the
     # example files total at most this many MB on disk (~25x that in memory); training and
     # validation sets this small are read in content order (the same batches whatever Beam

@@ -211,6 +211,26 @@ def test_unknown_value_words_hide_a_word_type_in_the_table_and_the_target_alike(
     assert len(hidden_sets) > 2, "the same words every time: this test could not fail"
 
 
+def test_word_hiding_rates_follow_the_training_counts_and_hide_rare_words_only(prepared, tmp_path):
+    """data.unknown_word_alpha: alpha / (alpha + count) per word from vocab/words.counts.tsv;
+    a word with rate ~1 is hidden, a word with rate 0 never."""
+    vocabs = ip.Vocabularies.load(os.path.join(prepared, "vocab"))
+    counts = ip.read_counts(os.path.join(prepared, "vocab", "words.counts.tsv"))
+    rates = ip.word_hiding_rates(vocabs, os.path.join(prepared, "vocab", "words.counts.tsv"), 2.0).numpy()
+    words = vocabs.tokens["words"]
+    assert rates[ip.UNK_ID] == rates[ip.BOS_ID] == 0.0
+    some = next(i for i, w in enumerate(words) if w in counts)
+    assert rates[some] == pytest.approx(2.0 / (2.0 + counts[words[some]]))
+    word_rates = tf.one_hot(6, 10, on_value=0.999999, off_value=0.0)  # word 6 rare, the others common
+    features = {"record_value": tf.constant([5, 6, 7]), "target_in": tf.constant([ip.BOS_ID, 6, 5]),
+                "target_out": tf.constant([6, 5, ip.EOS_ID])}
+    out = ip.unknown_value_words(features, 0.0, seed=1, word_rates=word_rates)
+    np.testing.assert_array_equal(out["record_value"], [5, ip.UNK_ID, 7])
+    np.testing.assert_array_equal(out["target_out"], [ip.UNK_ID, 5, ip.EOS_ID])
+    with pytest.raises(ValueError, match="data.unknown_word_alpha: no word counts"):
+        ip.word_hiding_rates(vocabs, str(tmp_path / "words.counts.tsv"), 2.0)
+
+
 def test_unknown_value_words_only_in_training_batches(prepared):
     vocabs = ip.Vocabularies.load(os.path.join(prepared, "vocab"))
 
@@ -222,6 +242,10 @@ def test_unknown_value_words_only_in_training_batches(prepared):
 
     assert unknowns(False, 0.5) == unknowns(False, 0.0) == unknowns(True, 0.0)
     assert unknowns(True, 0.5) > unknowns(True, 0.0) + 10
+    config = ip.InputConfig(batch_size=4, shuffle_buffer=0, unknown_word_alpha=1000.0)  # ~every word
+    hidden = sum(int(tf.reduce_sum(tf.cast(tf.equal(b["record_value"], ip.UNK_ID) & b["record_mask"], tf.int32)))
+                 for b in ip.make_dataset(prepared, vocabs, config, training=True, seed=1))
+    assert hidden > unknowns(True, 0.5)
 
 
 def test_tables_are_repeated_by_their_number_of_values(prepared):

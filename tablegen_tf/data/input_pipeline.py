@@ -71,6 +71,7 @@ class InputConfig:
     shuffle_attributes: bool = False  # training: each table's values in a new random order
     repeat_by_table_size: Sequence[int] = ()  # training: reads of a table of n values, by n
     unknown_value_words: float = 0.0  # training: share of a table's value words made <unk>
+    unknown_word_alpha: float = 0.0  # training: + alpha / (alpha + count) for each word
     drop_remainder: bool = False
     cache_max_mb: int = 16  # files this small: training examples cached, every set read in content order
 
@@ -137,17 +138,46 @@ def shuffle_attributes(features: Dict[str, tf.Tensor], seed: Optional[int] = Non
     return out
 
 
-def unknown_value_words(features: Dict[str, tf.Tensor], rate: float, seed: Optional[int] = None
-                        ) -> Dict[str, tf.Tensor]:
+def read_counts(path: str) -> Dict[str, int]:
+    """A counts file `prepare` writes beside a vocabulary (vocab/<name>.counts.tsv, one
+    "token<TAB>count" per line) -> token -> count."""
+    counts = {}
+    with tf.io.gfile.GFile(path) as handle:
+        for line_number, line in enumerate(handle, 1):
+            token, _, count = line.rstrip("\n").rpartition("\t")
+            if not token:
+                continue
+            try:
+                counts[token] = int(count)
+            except ValueError:
+                raise ValueError(f"{path}:{line_number}: count {count!r} is not an integer") from None
+    return counts
+
+
+def word_hiding_rates(vocabs: Vocabularies, counts_path: str, alpha: float) -> tf.Tensor:
+    """[V] float32: alpha / (alpha + count(w)) for each word id, the frequency-aware word
+    dropout of Kiperwasser and Goldberg (2016): rare words are hidden often, common ones
+    seldom. Words without a count (the special symbols) are never hidden."""
+    if not tf.io.gfile.exists(counts_path):
+        raise ValueError(f"data.unknown_word_alpha: no word counts {counts_path} (a split `tablegen prepare` wrote)")
+    counts = read_counts(counts_path)
+    return tf.constant([alpha / (alpha + counts[w]) if w in counts else 0.0 for w in vocabs.tokens["words"]],
+                       tf.float32)
+
+
+def unknown_value_words(features: Dict[str, tf.Tensor], rate: float, seed: Optional[int] = None,
+                        word_rates: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
     """ONE example with each in-vocabulary word of its table's values made <unk> with
-    probability ``rate``, by word type: in ``record_value`` and in the target alike, as if the
-    vocabulary lacked the word. The word's text stays (``record_value_text``), so a target
-    occurrence is then learnt as a copy, as an out-of-vocabulary word is at test time."""
+    probability ``rate`` (plus ``word_rates[word]`` when given), by word type: in
+    ``record_value`` and in the target alike, as if the vocabulary lacked the word. The word's
+    text stays (``record_value_text``), so a target occurrence is then learnt as a copy, as an
+    out-of-vocabulary word is at test time."""
     if "record_value" not in features:
         raise ValueError("data.unknown_value_words: this example form has no table values")
     values = features["record_value"]
     types, _ = tf.unique(values)
-    hidden = tf.boolean_mask(types, (types > UNK_ID) & (tf.random.uniform(tf.shape(types), seed=seed) < rate))
+    rates = rate + (tf.gather(word_rates, types) if word_rates is not None else 0.0)
+    hidden = tf.boolean_mask(types, (types > UNK_ID) & (tf.random.uniform(tf.shape(types), seed=seed) < rates))
 
     def hide(ids):
         return tf.where(tf.reduce_any(tf.equal(ids[:, None], hidden[None, :]), -1), UNK_ID, ids)
@@ -327,8 +357,11 @@ def make_dataset(
             dataset = dataset.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if training and config.shuffle_attributes:  # after the cache: a new order every epoch
         dataset = dataset.map(lambda features: shuffle_attributes(features, seed))
-    if training and config.unknown_value_words:  # after the cache: new words every epoch
-        dataset = dataset.map(lambda features: unknown_value_words(features, config.unknown_value_words, seed))
+    if training and (config.unknown_value_words or config.unknown_word_alpha):  # after the cache: new words every epoch
+        word_rates = (word_hiding_rates(vocabs, os.path.join(file_pattern, "vocab", "words.counts.tsv"),
+                                        config.unknown_word_alpha) if config.unknown_word_alpha else None)
+        dataset = dataset.map(
+            lambda features: unknown_value_words(features, config.unknown_value_words, seed, word_rates))
     padding = padding_values(dataset.element_spec)
     boundaries = list(config.bucket_boundaries)
     dataset = dataset.bucket_by_sequence_length(

@@ -22,16 +22,7 @@ def frequent_fields(fields, counts_path: str, min_count: int):
     """The fields of ``fields`` (specials first) seen at least ``min_count`` times."""
     if min_count <= 1 or not tf.io.gfile.exists(counts_path):
         return list(fields)
-    counts = {}
-    with tf.io.gfile.GFile(counts_path) as handle:
-        for line_number, line in enumerate(handle, 1):
-            name, _, count = line.rstrip("\n").rpartition("\t")
-            if not name:
-                continue
-            try:
-                counts[name] = int(count)
-            except ValueError:
-                raise ValueError(f"{counts_path}:{line_number}: field count {count!r} is not an integer") from None
+    counts = ip.read_counts(counts_path)
     return [f for f in fields if f in SPECIAL_SYMBOLS or counts.get(f, 0) >= min_count]
 
 
