@@ -251,11 +251,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N tables (0 = all)")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
-    from sacrebleu.metrics import BLEU
-
     from tablegen_tf import inference
     from tablegen_tf.ensemble import load_ensemble
-    from tablegen_tf.metrics.text_metrics import reference_streams, webnlg_challenge_tokens
+    from tablegen_tf.metrics.text_metrics import plain_bleu_metric, reference_streams, webnlg_challenge_tokens
 
     trained = load_ensemble([args.model, *args.ensemble], args.ensemble_weights)
     raws, _ = inference.read_inputs(args.format, args.input, args.split, args.selection_fraction)
@@ -297,7 +295,7 @@ def main() -> None:
                     name = f"beam{beam}-lp{length_penalty}-a{alpha}-mbr{mbr}-r{retrieval}-w{weight}.txt"
                     with open(os.path.join(args.write_texts, name), "w", encoding="utf-8") as out:
                         out.writelines(f"{text}\n" for text in texts)
-                bp = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(  # tokenised on purpose
+                bp = plain_bleu_metric().corpus_score(
                     [" ".join(webnlg_challenge_tokens(t)) for t in texts], reference_streams(refs)).bp if webnlg else ""
                 ser = scores.get("slot_error_rate")
                 words = sum(len(t.split()) for t in texts) / max(len(texts), 1)

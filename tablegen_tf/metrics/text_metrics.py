@@ -96,8 +96,8 @@ def bleu_metric(lowercase: bool) -> BLEU:
 
 
 @functools.lru_cache(maxsize=1)
-def _plain_bleu_metric() -> BLEU:
-    # multi-bleu.perl: pre-tokenised input, no smoothing.
+def plain_bleu_metric() -> BLEU:
+    """multi-bleu.perl's BLEU (the WebNLG challenge's): pre-tokenised input, no smoothing."""
     # force: the text is tokenised on purpose (sacrebleu would warn it looks undetokenised)
     return BLEU(lowercase=False, tokenize="none", smooth_method="none", force=True)
 
@@ -137,7 +137,7 @@ def webnlg_challenge_bleu(hypotheses: List[str], references: List[List[str]]) ->
         if not kept:
             raise ValueError(f"item {i} has no non-empty reference")
         ref_sets.append(kept)
-    return float(_plain_bleu_metric().corpus_score(hyps, reference_streams(ref_sets)).score)
+    return float(plain_bleu_metric().corpus_score(hyps, reference_streams(ref_sets)).score)
 
 
 def _check_inputs(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:
