@@ -173,7 +173,7 @@ def unknown_value_words(features: Dict[str, tf.Tensor], rate: float, seed: Optio
     text stays (``record_value_text``), so a target occurrence is then learnt as a copy, as an
     out-of-vocabulary word is at test time."""
     if "record_value" not in features:
-        raise ValueError("data.unknown_value_words: this example form has no table values")
+        raise ValueError("data.unknown_value_words / unknown_word_alpha: this example form has no table values")
     values = features["record_value"]
     types, _ = tf.unique(values)
     rates = rate + (tf.gather(word_rates, types) if word_rates is not None else 0.0)
