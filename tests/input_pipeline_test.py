@@ -1,3 +1,4 @@
+import dataclasses
 import os
 
 import numpy as np
@@ -229,6 +230,28 @@ def test_word_hiding_rates_follow_the_training_counts_and_hide_rare_words_only(p
     np.testing.assert_array_equal(out["target_out"], [ip.UNK_ID, 5, ip.EOS_ID])
     with pytest.raises(ValueError, match="data.unknown_word_alpha: no word counts"):
         ip.word_hiding_rates(vocabs, str(tmp_path / "words.counts.tsv"), 2.0)
+
+
+def test_word_counts_are_read_beside_the_vocabularies_in_use_for_a_file_pattern_split(prepared, tmp_path):
+    """A TFX Trainer's split is a file pattern with no vocab/ beside it: word hiding reads the
+    counts the run directory copied with its vocabularies (data.vocab)."""
+    from tablegen_tf.training.trainer import copy_vocabularies
+
+    run_vocab = copy_vocabularies(os.path.join(prepared, "vocab"), str(tmp_path / "run" / "vocab"))
+    assert sorted(os.listdir(run_vocab)) == sorted(os.listdir(os.path.join(prepared, "vocab")))
+    vocabs = ip.Vocabularies.load(run_vocab)
+    pattern = os.path.join(prepared, "examples-*.tfrecord.gz")
+    config = ip.InputConfig(batch_size=4, shuffle_buffer=0, unknown_word_alpha=1000.0, vocab=run_vocab)
+    hidden = sum(int(tf.reduce_sum(tf.cast(tf.equal(b["record_value"], ip.UNK_ID) & b["record_mask"], tf.int32)))
+                 for b in ip.make_dataset(pattern, vocabs, config, training=True, seed=1))
+    assert hidden > 10
+    with pytest.raises(ValueError, match="data.unknown_word_alpha: no word counts"):
+        ip.make_dataset(pattern, vocabs, dataclasses.replace(config, vocab=None), training=True, seed=1)
+    # A vocabulary directory without counts (a run written before the copy): the split's counts.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert ip.counts_path("words", str(bare), prepared) == os.path.join(prepared, "vocab", "words.counts.tsv")
+    assert ip.counts_path("words", run_vocab, prepared) == os.path.join(run_vocab, "words.counts.tsv")
 
 
 def test_unknown_value_words_only_in_training_batches(prepared):

@@ -72,6 +72,7 @@ class InputConfig:
     repeat_by_table_size: Sequence[int] = ()  # training: reads of a table of n values, by n
     unknown_value_words: float = 0.0  # training: share of a table's value words made <unk>
     unknown_word_alpha: float = 0.0  # training: + alpha / (alpha + count) for each word
+    vocab: Optional[str] = None  # the vocabularies' directory (word counts); default <split>/vocab
     drop_remainder: bool = False
     cache_max_mb: int = 16  # files this small: training examples cached, every set read in content order
 
@@ -138,6 +139,15 @@ def shuffle_attributes(features: Dict[str, tf.Tensor], seed: Optional[int] = Non
     return out
 
 
+def counts_path(name: str, vocab: Optional[str], train: Optional[str]) -> str:
+    """Where `name`'s counts file is: beside the vocabularies in use (`vocab`; a run directory
+    keeps a copy, so export and a TFX Trainer, whose splits are file patterns, find them), else
+    the training split's vocab/ (run directories written before the copy)."""
+    dirs = [d for d in (vocab, train and os.path.join(train, "vocab")) if d]
+    paths = [os.path.join(d, f"{name}.counts.tsv") for d in dirs]
+    return next((path for path in paths if tf.io.gfile.exists(path)), paths[0] if paths else "")
+
+
 def read_counts(path: str) -> Dict[str, int]:
     """A counts file `prepare` writes beside a vocabulary (vocab/<name>.counts.tsv, one
     "token<TAB>count" per line) -> token -> count."""
@@ -154,13 +164,14 @@ def read_counts(path: str) -> Dict[str, int]:
     return counts
 
 
-def word_hiding_rates(vocabs: Vocabularies, counts_path: str, alpha: float) -> tf.Tensor:
+def word_hiding_rates(vocabs: Vocabularies, path: str, alpha: float) -> tf.Tensor:
     """[V] float32: alpha / (alpha + count(w)) for each word id, the frequency-aware word
     dropout of Kiperwasser and Goldberg (2016): rare words are hidden often, common ones
     seldom. Words without a count (the special symbols) are never hidden."""
-    if not tf.io.gfile.exists(counts_path):
-        raise ValueError(f"data.unknown_word_alpha: no word counts {counts_path} (a split `tablegen prepare` wrote)")
-    counts = read_counts(counts_path)
+    if not tf.io.gfile.exists(path):
+        raise ValueError(f"data.unknown_word_alpha: no word counts {path} (`tablegen prepare` writes them "
+                         "beside the vocabulary)")
+    counts = read_counts(path)
     return tf.constant([alpha / (alpha + counts[w]) if w in counts else 0.0 for w in vocabs.tokens["words"]],
                        tf.float32)
 
@@ -358,8 +369,8 @@ def make_dataset(
     if training and config.shuffle_attributes:  # after the cache: a new order every epoch
         dataset = dataset.map(lambda features: shuffle_attributes(features, seed))
     if training and (config.unknown_value_words or config.unknown_word_alpha):  # after the cache: new words every epoch
-        word_rates = (word_hiding_rates(vocabs, os.path.join(file_pattern, "vocab", "words.counts.tsv"),
-                                        config.unknown_word_alpha) if config.unknown_word_alpha else None)
+        counts = counts_path("words", config.vocab, file_pattern)
+        word_rates = word_hiding_rates(vocabs, counts, config.unknown_word_alpha) if config.unknown_word_alpha else None
         dataset = dataset.map(
             lambda features: unknown_value_words(features, config.unknown_value_words, seed, word_rates))
     padding = padding_values(dataset.element_spec)

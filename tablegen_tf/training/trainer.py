@@ -128,11 +128,15 @@ def vocab_dir(config: Config) -> str:
 
 
 def copy_vocabularies(source: str, target: str) -> str:
-    """The run directory keeps its own vocabularies: it is self-contained for export."""
+    """The run directory keeps its own vocabularies, and their counts where the source has them
+    (word hiding and Table NLM's rare fields read them): it is self-contained for export."""
     if os.path.abspath(source) != os.path.abspath(target):
         tf.io.gfile.makedirs(target)
         for name in ip.VOCAB_NAMES:
             tf.io.gfile.copy(os.path.join(source, f"{name}.txt"), os.path.join(target, f"{name}.txt"), overwrite=True)
+            counts = os.path.join(source, f"{name}.counts.tsv")
+            if tf.io.gfile.exists(counts):
+                tf.io.gfile.copy(counts, os.path.join(target, f"{name}.counts.tsv"), overwrite=True)
     return os.path.abspath(target)
 
 
