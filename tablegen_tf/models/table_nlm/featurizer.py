@@ -2,10 +2,10 @@
 
 The paper keeps the fields seen at least 100 times in training (``model.min_field_count``);
 the others share one unknown-field id. Field vocabularies are written by frequency
-(``fields.counts.tsv`` beside ``fields.txt``, in the prepared training vocabulary and in a
-run directory's copy of it), so the
-kept fields are a prefix of ``fields.txt``; the lookup table (also the SavedModel's) maps
-the rest to <unk>. Without the counts file (a vocabulary without counts) every field is kept.
+(``fields.counts.tsv`` beside ``fields.txt``, in the prepared training vocabulary and in a run
+directory's copy of it), so the kept fields are a prefix of ``fields.txt``; the lookup table
+(also the SavedModel's) maps the rest to <unk>. Without the counts file (a vocabulary without
+counts) every field is kept.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def frequent_fields(fields, counts_path: str, min_count: int):
 class TableNLMFeaturizer(TableFeaturizer):
     def __init__(self, vocabs: ip.Vocabularies, config):
         min_count = getattr(config.model, "min_field_count", 0)
-        kept = frequent_fields(vocabs.tokens["fields"], ip.counts_path("fields", config.data.vocab, config.data.train), min_count)
+        counts = ip.counts_path("fields", config.data.vocab, config.data.train)
+        kept = frequent_fields(vocabs.tokens["fields"], counts, min_count)
         if len(kept) != len(vocabs.tokens["fields"]):
             vocabs = ip.Vocabularies({**vocabs.tokens, "fields": kept})
         super().__init__(vocabs, config)
