@@ -14,7 +14,7 @@ from typing import Dict, Iterable, List
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from tablegen_tf.constants import SPECIAL_SYMBOLS, SPECIAL_WORDS
+from tablegen_tf.constants import COUNTS_SUFFIX, SPECIAL_SYMBOLS, SPECIAL_WORDS
 
 VOCABS = ("words", "fields", "entities", "groups")
 # Length statistics in the spirit of Lebret et al. 2016, Table 2.
@@ -122,7 +122,7 @@ def write_outputs(summary, config) -> None:
         counter = summary.get(name, collections.Counter())
         _write_lines(os.path.join(vocab_dir, f"{name}.txt"), vocabulary(counter, specials, min_count, max_size))
         _write_lines(
-            os.path.join(vocab_dir, f"{name}.counts.tsv"),
+            os.path.join(vocab_dir, name + COUNTS_SUFFIX),
             [f"{w}\t{c}" for w, c in sorted(counter.items(), key=lambda x: (-x[1], x[0]))],
         )
     stats = {name: length_stats(summary.get(name, collections.Counter())) for name in LENGTHS}

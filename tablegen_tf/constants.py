@@ -17,6 +17,10 @@ MASKED_LOGIT = -1e9
 # NEG_INF is the log-probability of a token the decoders must never pick.
 NEG_INF = float("-inf")
 
+# Beside each vocabulary <name>.txt, `prepare` writes <name>.counts.tsv ("token<TAB>count" lines,
+# most frequent first); a run directory keeps a copy. Word hiding and Table NLM read them.
+COUNTS_SUFFIX = ".counts.tsv"
+
 # A few corpus tables exported beside the SavedModel (one JSON table per line) for the
 # serving try-it page: written by tablegen_tf.export, served by serving.predictor.
 EXAMPLES_ASSET = "assets.extra/tablegen_examples.jsonl"

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 
 from tablegen_tf import schema
-from tablegen_tf.constants import BOS_ID, EOS_ID, NONE_ID, UNK_ID
+from tablegen_tf.constants import BOS_ID, COUNTS_SUFFIX, EOS_ID, NONE_ID, UNK_ID
 
 VOCAB_NAMES = ("words", "fields", "entities", "groups")
 
@@ -144,7 +144,7 @@ def counts_path(name: str, vocab: Optional[str], train: Optional[str]) -> str:
     keeps a copy, so export and a TFX Trainer, whose splits are file patterns, find them), else
     the training split's vocab/ (run directories written before the copy)."""
     dirs = [d for d in (vocab, train and os.path.join(train, "vocab")) if d]
-    paths = [os.path.join(d, f"{name}.counts.tsv") for d in dirs]
+    paths = [os.path.join(d, name + COUNTS_SUFFIX) for d in dirs]
     return next((path for path in paths if tf.io.gfile.exists(path)), paths[0] if paths else "")
 
 
@@ -369,8 +369,10 @@ def make_dataset(
     if training and config.shuffle_attributes:  # after the cache: a new order every epoch
         dataset = dataset.map(lambda features: shuffle_attributes(features, seed))
     if training and (config.unknown_value_words or config.unknown_word_alpha):  # after the cache: new words every epoch
-        counts = counts_path("words", config.vocab, file_pattern)
-        word_rates = word_hiding_rates(vocabs, counts, config.unknown_word_alpha) if config.unknown_word_alpha else None
+        word_rates = None
+        if config.unknown_word_alpha:
+            counts = counts_path("words", config.vocab, file_pattern)
+            word_rates = word_hiding_rates(vocabs, counts, config.unknown_word_alpha)
         dataset = dataset.map(
             lambda features: unknown_value_words(features, config.unknown_value_words, seed, word_rates))
     padding = padding_values(dataset.element_spec)

@@ -25,6 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tablegen_tf.constants import COUNTS_SUFFIX
 from tablegen_tf.config import Config, ConfigError, OptimizerConfig, load_run_config, save_run_config
 from tablegen_tf.data import input_pipeline as ip
 from tablegen_tf.generation import generate_text
@@ -134,9 +135,9 @@ def copy_vocabularies(source: str, target: str) -> str:
         tf.io.gfile.makedirs(target)
         for name in ip.VOCAB_NAMES:
             tf.io.gfile.copy(os.path.join(source, f"{name}.txt"), os.path.join(target, f"{name}.txt"), overwrite=True)
-            counts = os.path.join(source, f"{name}.counts.tsv")
+            counts = os.path.join(source, name + COUNTS_SUFFIX)
             if tf.io.gfile.exists(counts):
-                tf.io.gfile.copy(counts, os.path.join(target, f"{name}.counts.tsv"), overwrite=True)
+                tf.io.gfile.copy(counts, os.path.join(target, name + COUNTS_SUFFIX), overwrite=True)
     return os.path.abspath(target)
 
 
