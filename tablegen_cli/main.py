@@ -377,6 +377,10 @@ def _add_rerank_arguments(parser) -> None:
                         help="during the beam search, ending a hypothesis costs P log-prob per value of its "
                              "E2E-style table it has not said yet, so beams that go on to say it are kept for "
                              "the reranker (default: the run's decode.slot_end_penalty, 0 = off)")
+    parser.add_argument("--no-repeat-ngram-size", type=_bounded(DecodeConfig, "no_repeat_ngram_size"), default=None,
+                        help="never let a text say the same N tokens twice (copied words compared by their "
+                             "text; Paulus et al. 2018 block trigrams, N = 3; default: the run's "
+                             "decode.no_repeat_ngram_size, 0 = off)")
     parser.add_argument("--pragmatic-alpha", type=_bounded(DecodeConfig, "pragmatic_alpha"), default=None,
                         help="mix each kept beam's score with a listener's, (1 - A) x score + A x log L0(table "
                              "| beam), L0 against the table with one attribute left out at a time (Shen et "
@@ -493,7 +497,7 @@ def _decode_overrides(args) -> dict:
     """decode config fields the command line sets."""
     overrides = {key: value for key, value in (("beam_size", args.beam_size), ("max_length", args.max_length)) if value}
     for key in ("length_penalty", "slot_rerank_weight", "coverage_rerank_weight", "slot_end_penalty",
-                "pragmatic_alpha", "mbr_weight", "mbr_samples", "mbr_epsilon", "mbr_references", "mbr_seed",
+                "no_repeat_ngram_size", "pragmatic_alpha", "mbr_weight", "mbr_samples", "mbr_epsilon", "mbr_references", "mbr_seed",
                 "mbr_rows", "parallel_searches"):
         if getattr(args, key, None) is not None:
             overrides[key] = getattr(args, key)

@@ -218,7 +218,7 @@ class TokenizerConfig:
 class DecodeConfig:
     BOUNDS: ClassVar[Dict[str, Bound]] = {
         "beam_size": at_least(1), "max_length": at_least(1), "pragmatic_alpha": between(0, 1),
-        "mbr_weight": at_least(0), "mbr_samples": at_least(1),
+        "mbr_weight": at_least(0), "mbr_samples": at_least(1), "no_repeat_ngram_size": at_least(0),
         "mbr_epsilon": at_least_below(0, 1),
         "mbr_references": at_least(1), "mbr_rows": at_least(1), "parallel_searches": at_least(1),
     }
@@ -238,6 +238,9 @@ class DecodeConfig:
     # hypothesis costs this much log-prob per slot of its E2E-style table not yet realised;
     # 0 = off. Reranking only chooses among kept beams; the gate keeps ones that go on.
     slot_end_penalty: float = 0.0
+    # N-gram repeat blocking (tablegen_tf.decoding.repeats): no hypothesis says the same n
+    # tokens twice (copies compared by their text); 0 = off.
+    no_repeat_ngram_size: int = 0
     # Pragmatic rescoring of the kept beams (tablegen_tf.pragmatics, Shen et al. 2019):
     # (1 - alpha) x score + alpha x log L0(table | beam) against the table's omission
     # distractors, before the reranking weights; 0 = off. Tables only.

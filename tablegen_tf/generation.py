@@ -16,6 +16,7 @@ from tablegen_tf.constants import BOS_ID, EOS_ID, NEG_INF, UNK_ID
 from tablegen_tf.data.featurizer import output_positions, token_strings
 from tablegen_tf.decoding import beam_search, constrained_beam_search, greedy_search
 from tablegen_tf.decoding.common import switch_case, tile_batch
+from tablegen_tf.decoding.repeats import RepeatBlocker
 from tablegen_tf.decoding.sampling import draw_in_chunks, sample_search
 from tablegen_tf.metrics.slot_graph import KNOWN_ATTRIBUTES, slot_error_kinds, slot_errors
 from tablegen_tf.reranking import beam_reranker, slot_end_gate
@@ -50,6 +51,14 @@ def _forbid(step_fn, token_id: int):
     return wrapped
 
 
+def repeat_blocker(featurizer, features, config: DecodeConfig):
+    """A tablegen_tf.decoding.repeats.RepeatBlocker, or None when ``decode.no_repeat_ngram_size`` is 0."""
+    if not config.no_repeat_ngram_size:
+        return None
+    return RepeatBlocker(int(config.no_repeat_ngram_size), tf.shape(featurizer.vocabs.words)[0],
+                         featurizer.copy_texts(features))
+
+
 def _beam_width(config: DecodeConfig):
     """``config.beam_size`` as a Python int, or as given when it is an int32 scalar tensor
     (the SavedModel's ``generate``: one search graph for every width it accepts)."""
@@ -57,17 +66,20 @@ def _beam_width(config: DecodeConfig):
 
 
 def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, tiled: bool, end_gate=None,
-                  memory=None):
+                  memory=None, blocker=None):
     """-> (memory, initial state [B, ...], start ids [B], step_fn, step_memory) for a search
     over the family's contract; ``tiled``: the step function reads memory tiled to beam_size
     rows; ``step_memory``: beam_search's (None when the family has no ``decoding_memory``);
     ``end_gate``: a tablegen_tf.reranking.SlotEndGate wrapped around the step function (its
     prefix joins the state, its table rows the step memory); ``memory``: ``model.encode``'s
-    output for ``features`` when the caller has it already."""
+    output for ``features`` when the caller has it already; ``blocker``: a RepeatBlocker
+    (``repeat_blocker``) wrapped around the model's step function (its history joins the state)."""
     memory = model.encode(features, training=False) if memory is None else memory
     state = model.initial_decoding_state(memory)
     batch_size = tf.shape(tf.nest.flatten(state)[0])[0]
     start = tf.fill([batch_size], tf.constant(BOS_ID, tf.int32))
+    if blocker is not None:
+        state = blocker.initial_state(state, batch_size, config.max_length)
     if end_gate is not None:
         state = end_gate.initial_state(state, batch_size, config.max_length)
 
@@ -75,6 +87,7 @@ def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, t
         model_rows, gate_rows = rows if end_gate is not None else (rows, None)
         step_fn = model.decoding_step_fn(model_rows)
         step_fn = _forbid(step_fn, UNK_ID) if config.forbid_unk else step_fn
+        step_fn = blocker.wrap(step_fn) if blocker is not None else step_fn
         return end_gate.wrap(step_fn, gate_rows) if end_gate is not None else step_fn
 
     def with_gate_rows(model_rows, tile):
@@ -91,21 +104,21 @@ def search_inputs(model, features: Dict[str, tf.Tensor], config: DecodeConfig, t
 
 
 def decode_ids(model, features: Dict[str, tf.Tensor], config: DecodeConfig, must_include=None,
-               strict: bool = True, choose=None, end_gate=None, memory=None):
+               strict: bool = True, choose=None, end_gate=None, memory=None, blocker=None):
     """-> (ids [B, L] over the extended vocabulary, lengths [B], scores [B], memory).
 
     ``must_include``: constraint ids [B, C] (-1 pad) or (ids, continues [B, C]) for
     phrases (tablegen_tf.decoding.constrained); ``strict``: an output that misses a
     constraint is an InvalidArgumentError, never a silent miss; ``choose``: picks one of
     the K beams (tablegen_tf.reranking) instead of the best-scored one; ``end_gate``: a
-    tablegen_tf.reranking.SlotEndGate (see ``search_inputs``); ``memory``: the encoded
-    ``features``, when the caller has them."""
+    tablegen_tf.reranking.SlotEndGate and ``blocker`` a RepeatBlocker (see ``search_inputs``);
+    ``memory``: the encoded ``features``, when the caller has them."""
     beam = _beam_width(config)
     dynamic = tf.is_tensor(beam)  # a width known at run time only: greedy when it is 1
     choose = choose if dynamic or beam > 1 else None
     memory, state, start, step_fn, step_memory = search_inputs(
         model, features, config, tiled=dynamic or beam > 1 or must_include is not None, end_gate=end_gate,
-        memory=memory)
+        memory=memory, blocker=blocker)
 
     def greedy():
         return greedy_search(step_fn, start, state, config.max_length, EOS_ID)
@@ -200,7 +213,8 @@ def decode_text(model, featurizer, features, config: DecodeConfig, must_include=
     memory = model.encode(features, training=False)  # the search's and the draws'
     choose = _reranker(model, featurizer, features, config, memory)
     ids, lengths, scores, memory = decode_ids(model, features, config, must_include, strict, choose,
-                                              slot_end_gate(featurizer, features, config), memory)
+                                              slot_end_gate(featurizer, features, config), memory,
+                                              repeat_blocker(featurizer, features, config))
     return featurizer.output_text(features, ids, lengths), scores, memory
 
 
@@ -260,7 +274,8 @@ def decode_beams(model, featurizer, features, config: DecodeConfig):
     beam = int(config.beam_size)
     end_gate = slot_end_gate(featurizer, features, config)
     memory, state, start, step_fn, step_memory = search_inputs(model, features, config, tiled=beam > 1,
-                                                               end_gate=end_gate)
+                                                               end_gate=end_gate,
+                                                               blocker=repeat_blocker(featurizer, features, config))
     if beam <= 1:
         ids, lengths, scores = greedy_search(step_fn, start, state, config.max_length, EOS_ID)
         return ids[:, None], lengths[:, None], scores[:, None], tf.zeros_like(lengths), memory
