@@ -62,7 +62,7 @@ class OrderPlanningConfig:
     KIND: ClassVar[str] = "order-planning"  # corpus files tune it under `models: {order-planning: ...}`
     BOUNDS: ClassVar[Dict[str, Bound]] = {
         "word_dim": at_least(1), "field_dim": at_least(1), "hidden_size": at_least(1), "fixed_gate": between(0, 1),
-        "l2": at_least(0), "dropout": at_least_below(0, 1),
+        "l2": at_least(0), "dropout": at_least_below(0, 1), "unknown_word_slots": at_least(0),
     }
     name: str = "order-planning"
     word_dim: int = 400  # content/target word embeddings (paper: 400)
@@ -83,6 +83,12 @@ class OrderPlanningConfig:
     # applies (the full model: hybrid attention, self-adaptive gate, no field feedback,
     # float32); otherwise, and when false, autodiff of the plain loop. Same maths.
     fused_loop: bool = False
+    # > 0: each distinct out-of-vocabulary word of a table (in order of first occurrence, up to
+    # this many) adds its own learnt embedding to <unk>'s, in the encoder and in the decoder's
+    # input after it is copied, so the model can tell unknown words apart and knows which one
+    # it just copied; 0 = the paper's model, where every unknown word looks alike. Not in the
+    # paper (its tables are in-vocabulary WikiBio infoboxes); for categories unseen in training.
+    unknown_word_slots: int = 0
 
 
 @register_model("order-planning", config=OrderPlanningConfig, featurizer=TableFeaturizer,
@@ -92,11 +98,11 @@ class OrderPlanning(KeyedConfig, GenerationModel):
     """Table LSTM encoder -> hybrid content/link attention dispatcher -> LSTM decoder + copy."""
 
     CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "word_dim", "field_dim", "hidden_size", "attention", "copy",
-                   "field_feedback", "fixed_gate", "l2", "dropout", "fused_loop")
+                   "field_feedback", "fixed_gate", "l2", "dropout", "fused_loop", "unknown_word_slots")
 
     def __init__(self, word_vocab_size, field_vocab_size, word_dim=400, field_dim=400, hidden_size=500,
                  attention="hybrid", copy=True, field_feedback="none", fixed_gate=None, l2=1e-6,
-                 dropout=0.0, fused_loop=False, **kwargs):
+                 dropout=0.0, fused_loop=False, unknown_word_slots=0, **kwargs):
         super().__init__(**kwargs)  # incl. dtype: "float32" | "mixed_bfloat16" (all layers)
         _check(attention, copy, field_feedback, fixed_gate)
         self.word_vocab_size = word_vocab_size
@@ -111,6 +117,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         self.l2 = l2
         self.dropout = dropout
         self.fused_loop = fused_loop
+        self.unknown_word_slots = unknown_word_slots
         self.uses_content = attention in ("hybrid", "content")
         self.uses_link = attention in ("hybrid", "link")
         with dtype_policy_scope(self.dtype_policy):
@@ -122,6 +129,9 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         word_dim, field_dim, hidden_size = self.word_dim, self.field_dim, self.hidden_size
         self.word_embedding = keras.layers.Embedding(self.word_vocab_size, word_dim, name="word_embedding")
         self.field_embedding = keras.layers.Embedding(self.field_vocab_size, field_dim, name="field_embedding")
+        self.unknown_slot_embedding = (keras.layers.Embedding(self.unknown_word_slots + 1, word_dim,
+                                                              name="unknown_slot_embedding")
+                                       if self.unknown_word_slots else None)
         self.encoder = keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True,
                                          name="table_encoder")  # eq. 1-4
         query_dim = word_dim + (field_dim if self.field_feedback == "content_attention" else 0)
@@ -148,6 +158,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         h, e, f = self.hidden_size, self.word_dim, self.field_dim
         self.word_embedding.build(None)
         self.field_embedding.build(None)
+        if self.unknown_slot_embedding is not None:
+            self.unknown_slot_embedding.build(None)
         self.encoder.build((None, None, f + e))
         if self.content_attention is not None:
             self.content_attention.build((None, None, f), (None, None, h))
@@ -169,12 +181,16 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         field_ids = tf.convert_to_tensor(batch["record_field"])
         values = tf.convert_to_tensor(batch["record_value"])
         fields = self.field_embedding(field_ids)  # f_i
-        words = self.embedding_dropout(self.word_embedding(values), training=training)  # c_i
+        slots = (_unknown_slots(values, batch["record_value_text"], mask, self.unknown_word_slots)
+                 if self.unknown_slot_embedding is not None else None)
+        words = self.embedding_dropout(self._embed_words(values, slots), training=training)  # c_i
         states, h_last, c_last = self.encoder(tf.concat([fields, words], -1), mask=mask,
                                               training=training)  # eq. 1-4, x_i = [f_i; c_i]
         states = states * tf.cast(mask, states.dtype)[..., None]
         memory = {"memory": states, "memory_mask": mask, "fields": fields, "record_value": values,
                   "initial_h": h_last, "initial_c": c_last}
+        if slots is not None:
+            memory["unknown_slots"] = slots
         if self.content_attention is not None:
             memory["field_keys"], memory["content_keys"] = self.content_attention.keys(fields, states)
         if self.link_attention is not None:
@@ -238,9 +254,18 @@ class OrderPlanning(KeyedConfig, GenerationModel):
                      else tf.zeros(tf.shape(words)[:-1], words.dtype))
         return word_part, gate_part
 
-    def decode_sequence(self, memory, target_in, state, training=False, trace=False):
-        """Teacher forcing -> ({"states": h' [B,T,H], "alpha"/"gate"/...: [B,T,(C)]}, final state)."""
-        words = self.embedding_dropout(self.word_embedding(target_in), training=training)  # y_{t-1}
+    def _embed_words(self, ids, slots=None):
+        """Word embeddings [.., E] of ``ids``, plus the unknown-word slot embedding where ``slots``
+        (same shape; 0 = none) names one (model.unknown_word_slots)."""
+        words = self.word_embedding(ids)
+        if slots is None:
+            return words
+        return words + self.unknown_slot_embedding(slots) * tf.cast(slots > 0, words.dtype)[..., None]
+
+    def decode_sequence(self, memory, target_in, state, training=False, trace=False, input_slots=None):
+        """Teacher forcing -> ({"states": h' [B,T,H], "alpha"/"gate"/...: [B,T,(C)]}, final state).
+        ``input_slots`` [B,T]: the unknown-word slot of each input token (``_target_in_slots``)."""
+        words = self.embedding_dropout(self._embed_words(target_in, input_slots), training=training)  # y_{t-1}
         word_part, gate_part = self._step_inputs(words)
         alpha_content = None
         if self.content_attention is not None and self.field_feedback != "content_attention":
@@ -338,8 +363,18 @@ class OrderPlanning(KeyedConfig, GenerationModel):
     def call(self, batch, training=False, trace=False):
         memory = self.encode(batch, training=training)
         state = self.initial_decoding_state(memory)
-        outputs, _ = self.decode_sequence(memory, batch["target_in"], state, training=training, trace=trace)
+        slots = self._target_in_slots(batch, memory) if "unknown_slots" in memory else None
+        outputs, _ = self.decode_sequence(memory, batch["target_in"], state, training=training, trace=trace,
+                                          input_slots=slots)
         return {"outputs": outputs, "memory": memory}
+
+    @staticmethod
+    def _target_in_slots(batch, memory):
+        """[B,T]: the unknown-word slot of each <unk> input token, the table word the previous
+        label copies (copy_mask one step back), as decoding feeds the copied id back."""
+        copy_in = tf.pad(batch["copy_mask"][:, :-1], [[0, 0], [1, 0], [0, 0]]) > 0  # [B,T,C]
+        slots = tf.reduce_max(tf.where(copy_in, memory["unknown_slots"][:, None, :], 0), -1)
+        return tf.where(tf.equal(batch["target_in"], UNK_ID), slots, 0)
 
     def compute_loss_from_batch(self, batch, training=False):
         predictions = self(batch, training=training)
@@ -364,13 +399,23 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         """step_fn(prev_ids [N], step, state) -> (log_probs [N, V + C], state); memory leading dim N."""
 
         def step_fn(prev_ids, step, state):
-            words = self.word_embedding(self.feedback_ids(prev_ids, memory["record_value"]))
+            words = self._embed_words(self.feedback_ids(prev_ids, memory["record_value"]),
+                                      self._copied_slots(prev_ids, memory))
             word_part, gate_part = self._step_inputs(words)
             h, state, _ = self._cell(memory, word_part, gate_part, words, None, tuple(state))
             log_probs = tf.nn.log_softmax(self.extended_logits(h[:, None, :], memory)[:, 0])
             return tf.where(log_probs <= MASKED_LOGIT / 2, NEG_INF, log_probs), state
 
         return step_fn
+
+    def _copied_slots(self, prev_ids, memory):
+        """[N]: the unknown-word slot of a copied id V + i (table token i's), else 0; None
+        without model.unknown_word_slots."""
+        if "unknown_slots" not in memory:
+            return None
+        slots = memory["unknown_slots"]
+        token = tf.clip_by_value(prev_ids - self.word_vocab_size, 0, tf.shape(slots)[1] - 1)
+        return tf.where(prev_ids >= self.word_vocab_size, tf.gather(slots, token, batch_dims=1), 0)
 
     def feedback_ids(self, prev_ids, record_value):
         """Extended id V + i -> table token i's word id (<unk> when OOV)."""
@@ -410,6 +455,16 @@ def _check(attention, copy, field_feedback, fixed_gate):
 def _swap_batch_time(x):
     """[B, T, ...] <-> [T, B, ...]."""
     return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
+
+
+def _unknown_slots(values, texts, mask, count):
+    """[B,C] int32: 1 + the rank (by first occurrence) of each out-of-vocabulary token's text
+    among the table's distinct OOV texts, 0 for in-vocabulary and padding tokens and for texts
+    beyond the first ``count``."""
+    same, first = _oov_types(values, texts, mask)
+    rank = tf.where(first, tf.cumsum(tf.cast(first, tf.int32), axis=1), 0)  # 1.. at first occurrences
+    rank = tf.reduce_max(tf.cast(same > 0, tf.int32) * rank[:, None, :], -1)  # each token: its text's
+    return tf.where(rank <= count, rank, 0)
 
 
 def _oov_types(values, texts, mask):

@@ -108,32 +108,78 @@ def test_bad_ablation_values_are_config_errors():
 
 VARIANTS = dict(argvalues=[{}, {"attention": "link", "copy": False},
                            {"attention": "content", "field_feedback": "content_attention"},
-                           {"fixed_gate": 0.4, "field_feedback": "decoder_input"}],
-                ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder"])
+                           {"fixed_gate": 0.4, "field_feedback": "decoder_input"}, {"unknown_word_slots": 2}],
+                ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder", "unknown-slots"])
 
 
 @pytest.mark.parametrize("overrides", **VARIANTS)
 def test_step_fn_agrees_with_training_loss_and_loss_decreases(overrides):
     model, batch = _model(**overrides), random_batch()
+    _assert_step_fn_agrees_with_training_loss(model, batch)
+    train_step = make_train_step(model, keras.optimizers.Adam(0.02))
+    losses = [float(train_step(batch)) for _ in range(12)]
+    assert np.all(np.isfinite(losses)) and losses[-1] < 0.8 * losses[0]
+
+
+def _assert_step_fn_agrees_with_training_loss(model, batch):
     predictions = model(batch)
     nll = model.token_nll(predictions["outputs"], predictions["memory"], batch["target_out"], batch["copy_mask"])
     memory = model.encode(batch)
     state = model.initial_decoding_state(memory)
     step_fn = model.decoding_step_fn(memory)
     oov_copy = (batch["target_out"] == 1) & (tf.reduce_sum(batch["copy_mask"], -1) > 0)
+    previous = batch["target_in"][:, 0]
     for t in range(batch["target_in"].shape[1]):
-        log_probs, state = step_fn(batch["target_in"][:, t], tf.constant(t), state)
+        log_probs, state = step_fn(previous, tf.constant(t), state)
         np.testing.assert_allclose(tf.reduce_logsumexp(log_probs, -1), 0.0, atol=1e-5)
         gold = tf.gather(log_probs, batch["target_out"][:, t], batch_dims=1)
+        previous = batch["target_out"][:, t]
         if model.copy:  # an OOV label that is in the table is its copy slot V + first token
             first = tf.argmax(tf.cast(batch["copy_mask"][:, t] > 0, tf.int32), -1, output_type=tf.int32)
             gold = tf.where(oov_copy[:, t], tf.gather(log_probs, V + first, batch_dims=1), gold)
+            previous = tf.where(oov_copy[:, t], V + first, previous)  # decoding feeds the copied id back
         check = batch["target_mask"][:, t] & (True if model.copy else ~oov_copy[:, t])
         np.testing.assert_allclose(tf.boolean_mask(-gold, check), tf.boolean_mask(nll[:, t], check),
                                    rtol=1e-4, atol=1e-5)
-    train_step = make_train_step(model, keras.optimizers.Adam(0.02))
-    losses = [float(train_step(batch)) for _ in range(12)]
-    assert np.all(np.isfinite(losses)) and losses[-1] < 0.8 * losses[0]
+
+
+def _unknown_words_batch():
+    """random_batch with three OOV table tokens, texts "alpha", "beta", "alpha" (records 0-2),
+    and targets that copy "alpha" at step 1 and "beta" at step 2."""
+    batch = {k: v.numpy() for k, v in random_batch().items()}
+    value, real = batch["record_value"], batch["record_mask"]
+    value[:, :3] = 1
+    texts = batch["record_value_text"].astype(object)
+    texts[:, :3] = [b"alpha", b"beta", b"alpha"]
+    out = batch["target_out"]
+    out[:, 1:3] = 1
+    batch["target_in"][:, 2:4] = 1
+    copy_mask = (out[:, :, None] == value[:, None, :]) & real[:, None, :] & (out[:, :, None] > 3)
+    copy_mask[:, 1, :] = texts == b"alpha"
+    copy_mask[:, 2, :] = texts == b"beta"
+    batch["copy_mask"] = copy_mask.astype(np.float32)
+    batch = {k: tf.constant(v) for k, v in batch.items() if k != "record_value_text"}
+    return {**batch, "record_value_text": tf.constant(texts.astype(bytes))}
+
+
+def test_unknown_word_slots_tell_copied_unknown_words_apart():
+    from tablegen_tf.models.order_planning.model import _unknown_slots
+
+    batch = _unknown_words_batch()
+    slots = _unknown_slots(batch["record_value"], batch["record_value_text"], batch["record_mask"], 4)
+    assert slots.numpy()[:, :4].tolist() == [[1, 2, 1, 0]] * 3
+    assert _unknown_slots(batch["record_value"], batch["record_value_text"], batch["record_mask"], 1).numpy()[
+        0, :3].tolist() == [1, 0, 1]  # beyond the count: plain <unk>
+    for count in (0, 2):
+        model = _model(unknown_word_slots=count)
+        _assert_step_fn_agrees_with_training_loss(model, batch)
+        memory = model.encode(batch)
+        state = model.initial_decoding_state(memory)
+        after_alpha, _ = model.decoding_step_fn(memory)(tf.fill([3], V + 0), tf.constant(1), state)
+        after_beta, _ = model.decoding_step_fn(memory)(tf.fill([3], V + 1), tf.constant(1), state)
+        # Without slots every unknown word is the same <unk> input; with them, what was copied shows.
+        change = np.abs(np.exp(after_alpha) - np.exp(after_beta)).max()
+        assert change > 1e-4 if count else change == 0.0
 
 
 @pytest.mark.parametrize("overrides", **VARIANTS)
