@@ -132,6 +132,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         self.unknown_slot_embedding = (keras.layers.Embedding(self.unknown_word_slots + 1, word_dim,
                                                               name="unknown_slot_embedding")
                                        if self.unknown_word_slots else None)
+        self.slot_seeds = keras.random.SeedGenerator(0) if self.unknown_word_slots else None
         self.encoder = keras.layers.LSTM(hidden_size, return_sequences=True, return_state=True,
                                          name="table_encoder")  # eq. 1-4
         query_dim = word_dim + (field_dim if self.field_feedback == "content_attention" else 0)
@@ -183,6 +184,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         fields = self.field_embedding(field_ids)  # f_i
         slots = (_unknown_slots(values, batch["record_value_text"], mask, self.unknown_word_slots)
                  if self.unknown_slot_embedding is not None else None)
+        if slots is not None and training:
+            slots = self._shuffled_slots(slots)
         words = self.embedding_dropout(self._embed_words(values, slots), training=training)  # c_i
         states, h_last, c_last = self.encoder(tf.concat([fields, words], -1), mask=mask,
                                               training=training)  # eq. 1-4, x_i = [f_i; c_i]
@@ -253,6 +256,17 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         gate_part = (self.hybrid_gate.word_part(words) if self.hybrid_gate is not None and self.fixed_gate is None
                      else tf.zeros(tf.shape(words)[:-1], words.dtype))
         return word_part, gate_part
+
+    def _shuffled_slots(self, slots):
+        """Training: slot numbers 1..K renamed by a random permutation per table. A table holds
+        few unknown words (rare ones hidden in training among them), so by first occurrence the
+        high slots would never train; renamed, every slot does, and a slot's number means only
+        "another unknown word than the others"."""
+        count = self.unknown_word_slots
+        noise = keras.random.uniform([tf.shape(slots)[0], count], seed=self.slot_seeds)
+        permutation = tf.cast(tf.argsort(noise, axis=-1), tf.int32) + 1  # [B, K]: a new name for each slot
+        renamed = tf.gather(permutation, tf.maximum(slots - 1, 0), batch_dims=1)
+        return tf.where(slots > 0, renamed, 0)
 
     def _embed_words(self, ids, slots=None):
         """Word embeddings [.., E] of ``ids``, plus the unknown-word slot embedding where ``slots``

@@ -324,3 +324,15 @@ def test_compact_and_parallel_searches_give_the_same_beams(members, monkeypatch)
         for a, b in zip(plain[:2], other[:2]):
             np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(plain[2], other[2], rtol=1e-6)
+
+
+def test_training_renames_the_unknown_word_slots_by_a_permutation_per_table():
+    model = _model(unknown_word_slots=6)
+    slots = tf.constant([[1, 2, 1, 0, 3], [1, 0, 0, 0, 0]] * 8)
+    renamed = model._shuffled_slots(slots).numpy()
+    for before, after in zip(slots.numpy(), renamed):
+        assert ((after == 0) == (before == 0)).all() and after.max() <= 6
+        # one new name per old one, both ways: same word -> same slot, different words -> different
+        pairs = {(b, a) for b, a in zip(before, after) if b}
+        assert len(pairs) == len({b for b, _ in pairs}) == len({a for _, a in pairs})
+    assert len({tuple(row) for row in renamed[::2]}) > 1  # the names differ between tables
