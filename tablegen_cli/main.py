@@ -378,6 +378,7 @@ def _add_rerank_arguments(parser) -> None:
                              "E2E-style table it has not said yet, so beams that go on to say it are kept for "
                              "the reranker (default: the run's decode.slot_end_penalty, 0 = off)")
     parser.add_argument("--no-repeat-ngram-size", type=_bounded(DecodeConfig, "no_repeat_ngram_size"), default=None,
+                        metavar="N",
                         help="never let a text say the same N tokens twice (copied words compared by their "
                              "text; Paulus et al. 2018 block trigrams, N = 3; default: the run's "
                              "decode.no_repeat_ngram_size, 0 = off)")
