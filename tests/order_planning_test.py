@@ -19,8 +19,10 @@ FULL_MODEL = os.path.join(ROOT, "tablegen_tf", "configs", "order_planning", "t3_
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def trained(data_dir, tmp_path_factory):  # noqa: F811
+# The paper's full model, and with model.unknown_word_slots (its unknown-word slot memory
+# then rides through training, `generate` and the SavedModel's search).
+@pytest.fixture(scope="module", params=[[], ["model.unknown_word_slots=4"]], ids=["paper", "unknown-slots"])
+def trained(data_dir, tmp_path_factory, request):  # noqa: F811
     from tablegen_tf.config import load_config, parse_overrides
     from tablegen_tf.training.trainer import Trainer
 
@@ -30,8 +32,9 @@ def trained(data_dir, tmp_path_factory):  # noqa: F811
         "data.batch_size=4", "data.shuffle_buffer=16", "train.max_steps=6", "train.eval_every_steps=6",
         "train.checkpoint_every_steps=6", "train.log_every_steps=2", "decode.beam_size=2", "decode.max_length=8",
         f"data.train={os.path.join(data_dir, 'train')}", f"data.valid={os.path.join(data_dir, 'valid')}",
-    ])
+    ] + request.param)
     config = load_config("e2e", overrides)
+    assert config.model.unknown_word_slots == (4 if request.param else 0)
     assert config.model.name == "order-planning" and config.model.attention == "hybrid"
     Trainer(config, out).train(progress=False)
     return out
