@@ -82,22 +82,54 @@ class RepeatBlocker:
 
     @staticmethod
     def _mask(log_probs, banned, canonical, vocab_size):
-        """-inf at the banned ids of each row, in place (two scatters; no pass over [N, W]).
-        A scatter's "no ban" entries go to column 0 (<pad>) as min(log-prob, 0): unchanged."""
-        rows = tf.range(tf.shape(banned)[0])[:, None]
-        in_vocab = (banned >= 0) & (banned < vocab_size)
-        # Copy slots: mark the banned canonical slots, then every slot that maps to one.
-        slots, width = tf.shape(canonical)[1], tf.shape(log_probs)[1]
-        copied = banned >= vocab_size
-        marks = tf.tensor_scatter_nd_max(
-            tf.zeros(tf.shape(canonical), tf.int32),
-            _pairs(rows, tf.clip_by_value(banned - vocab_size, 0, slots - 1)),
-            tf.reshape(tf.cast(copied, tf.int32), [-1]))
-        blocked = (tf.gather(marks, canonical, batch_dims=1) > 0) & (vocab_size + tf.range(slots) < width)
-        columns = tf.concat([tf.where(in_vocab, banned, 0), tf.where(blocked, vocab_size + tf.range(slots), 0)], 1)
-        values = tf.where(tf.concat([in_vocab, blocked], 1), tf.constant(NEG_INF, log_probs.dtype),
-                          tf.constant(0.0, log_probs.dtype))
-        return tf.tensor_scatter_nd_min(log_probs, _pairs(rows, columns), tf.reshape(values, [-1]))
+        """-inf at the banned ids of each row. Most steps ban nothing, and a row seldom bans
+        more than a few ids: the scatters run only when something is banned, over each row's
+        first SHORT_LIST bans when no row has more (the same result), else over all of them."""
+        found = banned >= 0
+
+        def short_list():
+            width = tf.shape(banned)[1]
+            padded = tf.pad(banned, [[0, 0], [0, SHORT_LIST]], constant_values=-1)
+            order = tf.where(padded >= 0, -tf.range(width + SHORT_LIST)[None, :], -width - SHORT_LIST)
+            return tf.gather(padded, tf.math.top_k(order, SHORT_LIST).indices, batch_dims=1)
+
+        def apply():
+            few = tf.reduce_max(tf.reduce_sum(tf.cast(found, tf.int32), 1)) <= SHORT_LIST
+            return tf.cond(few, lambda: _masked(log_probs, short_list(), canonical, vocab_size),
+                           lambda: _masked(log_probs, banned, canonical, vocab_size))
+
+        return tf.cond(tf.reduce_any(found), apply, lambda: log_probs)
+
+
+# A row's bans applied as a list of this many when no row of the step has more (top_k picks them).
+SHORT_LIST = 8
+
+
+def _masked(log_probs, banned, canonical, vocab_size):
+    """log_probs with -inf at ``banned`` [N, J] (canonical ids, -1 = none), in place (scatters;
+    no pass over [N, W]). A scatter's "no ban" entries go to column 0 (<pad>) as min(log-prob,
+    0): unchanged."""
+    rows = tf.range(tf.shape(banned)[0])[:, None]
+    in_vocab = (banned >= 0) & (banned < vocab_size)
+    log_probs = tf.tensor_scatter_nd_min(log_probs, _pairs(rows, tf.where(in_vocab, banned, 0)), tf.reshape(
+        tf.where(in_vocab, tf.constant(NEG_INF, log_probs.dtype), tf.constant(0.0, log_probs.dtype)), [-1]))
+    copied = banned >= vocab_size
+    return tf.cond(tf.reduce_any(copied), lambda: _masked_copies(log_probs, banned, copied, canonical, vocab_size),
+                   lambda: log_probs)
+
+
+def _masked_copies(log_probs, banned, copied, canonical, vocab_size):
+    """Copy slots: mark the banned canonical slots, then -inf at every slot that maps to one."""
+    rows = tf.range(tf.shape(banned)[0])[:, None]
+    slots, width = tf.shape(canonical)[1], tf.shape(log_probs)[1]
+    marks = tf.tensor_scatter_nd_max(
+        tf.zeros(tf.shape(canonical), tf.int32),
+        _pairs(rows, tf.clip_by_value(banned - vocab_size, 0, slots - 1)),
+        tf.reshape(tf.cast(copied, tf.int32), [-1]))
+    blocked = (tf.gather(marks, canonical, batch_dims=1) > 0) & (vocab_size + tf.range(slots) < width)
+    columns = tf.where(blocked, vocab_size + tf.range(slots), 0)
+    values = tf.where(blocked, tf.constant(NEG_INF, log_probs.dtype), tf.constant(0.0, log_probs.dtype))
+    return tf.tensor_scatter_nd_min(log_probs, _pairs(rows, columns), tf.reshape(values, [-1]))
 
 
 def _pairs(rows, columns):
