@@ -21,13 +21,17 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tablegen_tf.constants import EOS_ID, NEG_INF
+from tablegen_tf.decoding.common import copied_items
 
 
 def canonical_copy_slots(copy_texts: tf.Tensor) -> tf.Tensor:
     """[B, S] strings (what extended id V + i resolves to) -> [B, S] int32: for each slot,
     the first slot of its row with the same text."""
-    same = tf.equal(copy_texts[:, :, None], copy_texts[:, None, :])  # [B, S, S]
-    return tf.argmax(tf.cast(same, tf.int32), axis=-1, output_type=tf.int32)
+    same = tf.cast(tf.equal(copy_texts[:, :, None], copy_texts[:, None, :]), tf.int32)  # [B, S, S]
+    # A column past the end so the reduction is never over an empty axis (S = 0); a slot always
+    # equals itself, so it is never picked.
+    same = tf.pad(same, [[0, 0], [0, 0], [0, 1]], constant_values=1)
+    return tf.argmax(same, axis=-1, output_type=tf.int32)
 
 
 class RepeatBlocker:
@@ -65,8 +69,7 @@ class RepeatBlocker:
 
     @staticmethod
     def _canonical_ids(ids, canonical, vocab_size):
-        slot = tf.clip_by_value(ids - vocab_size, 0, tf.shape(canonical)[1] - 1)
-        return tf.where(ids >= vocab_size, vocab_size + tf.gather(canonical, slot, batch_dims=1), ids)
+        return tf.where(ids >= vocab_size, vocab_size + copied_items(ids, canonical, vocab_size), ids)
 
     def _banned(self, history, t):
         """[N, J]: the token after each earlier occurrence of the last size - 1 tokens (the

@@ -76,6 +76,14 @@ def test_greedy_with_blocking_matches_the_reference(size, seed):
     assert got == _np_blocked_greedy(table, size, copy_texts, 12)
 
 
+def test_inputs_without_copy_slots_block_vocabulary_repeats():
+    """A family whose inputs have no copy items (copy_texts [B, 0]): ids are vocabulary only."""
+    table = _table(1)[..., :VOCAB]
+    ids, lengths, _ = tf.function(lambda: _blocked_search(table, 2, np.zeros([1, 0], str), greedy_search,
+                                                          max_length=12, end_id=END))()
+    assert ids.numpy()[0, :lengths.numpy()[0]].tolist() == _np_blocked_greedy(table, 2, [], 12)
+
+
 def test_without_blocking_the_fake_repeats_so_the_tests_can_fail():
     table = _table(0)
     ids, _, _ = greedy_search(MarkovModel(table).step_fn, tf.constant([START]),

@@ -43,7 +43,7 @@ import tensorflow as tf
 from tablegen_tf.config import Bound, ConfigError, at_least, at_least_below, between
 from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
-from tablegen_tf.decoding.common import copied_word_ids
+from tablegen_tf.decoding.common import copied_items, copied_word_ids
 from tablegen_tf.layers.joint_copy import masked_mean, scatter_rows
 from tablegen_tf.models.base import GenerationModel, KeyedConfig, dtype_policy_scope
 from tablegen_tf.models.order_planning.fused_loop import dispatcher_lstm_loop
@@ -427,9 +427,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         without model.unknown_word_slots."""
         if "unknown_slots" not in memory:
             return None
-        slots = memory["unknown_slots"]
-        token = tf.clip_by_value(prev_ids - self.word_vocab_size, 0, tf.shape(slots)[1] - 1)
-        return tf.where(prev_ids >= self.word_vocab_size, tf.gather(slots, token, batch_dims=1), 0)
+        copied = copied_items(prev_ids, memory["unknown_slots"], self.word_vocab_size)
+        return tf.where(prev_ids >= self.word_vocab_size, copied, 0)
 
     def feedback_ids(self, prev_ids, record_value):
         """Extended id V + i -> table token i's word id (<unk> when OOV)."""
