@@ -11,6 +11,10 @@
 * copy: s_{t,i} = sigmoid(h_i^T W_c) h'_t (eq. 15), summed over equal content words
   (eq. 16), added to s^LSTM and normalised over V u C (eq. 17-18); NLL + l2 (eq. 19).
 
+Not in the paper, off by default (``model.copy_continuation``): the table position of the
+previous token is tracked, and the word after it in the same value gets a learnt bonus on its
+copy score, so a multi-word name is copied word after word.
+
 Ablations by config (``model.attention``, ``model.copy``, ``model.field_feedback``,
 ``model.fixed_gate``): Table 3, Table 4 and Figure 3 of the paper; a model builds only
 the layers its configuration names.
@@ -41,7 +45,7 @@ import keras
 import tensorflow as tf
 
 from tablegen_tf.config import Bound, ConfigError, at_least, at_least_below, between
-from tablegen_tf.constants import MASKED_LOGIT, NEG_INF, UNK_ID
+from tablegen_tf.constants import EOS_ID, MASKED_LOGIT, NEG_INF, UNK_ID
 from tablegen_tf.data.table_featurizer import TableFeaturizer
 from tablegen_tf.decoding.common import copied_items, copied_word_ids
 from tablegen_tf.layers.joint_copy import masked_mean, scatter_rows
@@ -89,6 +93,12 @@ class OrderPlanningConfig:
     # it just copied; 0 = the paper's model, where every unknown word looks alike. Not in the
     # paper (its tables are in-vocabulary WikiBio infoboxes); for categories unseen in training.
     unknown_word_slots: int = 0
+    # true: a learnt bonus beta(h'_t) on the copy score of the table word that follows the
+    # previous token's table position in the same value (``follow_positions``); false = the
+    # paper's model, whose copy scores do not know where the last copy came from, so an unseen
+    # multi-word name comes out as "Accademia di di di". Location tracking as CopyNet's selective
+    # read (Gu et al. 2016, section 3.3) motivates it; the bonus form is ours.
+    copy_continuation: bool = False
 
 
 @register_model("order-planning", config=OrderPlanningConfig, featurizer=TableFeaturizer,
@@ -98,13 +108,14 @@ class OrderPlanning(KeyedConfig, GenerationModel):
     """Table LSTM encoder -> hybrid content/link attention dispatcher -> LSTM decoder + copy."""
 
     CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "word_dim", "field_dim", "hidden_size", "attention", "copy",
-                   "field_feedback", "fixed_gate", "l2", "dropout", "fused_loop", "unknown_word_slots")
+                   "field_feedback", "fixed_gate", "l2", "dropout", "fused_loop", "unknown_word_slots",
+                   "copy_continuation")
 
     def __init__(self, word_vocab_size, field_vocab_size, word_dim=400, field_dim=400, hidden_size=500,
                  attention="hybrid", copy=True, field_feedback="none", fixed_gate=None, l2=1e-6,
-                 dropout=0.0, fused_loop=False, unknown_word_slots=0, **kwargs):
+                 dropout=0.0, fused_loop=False, unknown_word_slots=0, copy_continuation=False, **kwargs):
         super().__init__(**kwargs)  # incl. dtype: "float32" | "mixed_bfloat16" (all layers)
-        _check(attention, copy, field_feedback, fixed_gate)
+        _check(attention, copy, field_feedback, fixed_gate, copy_continuation)
         self.word_vocab_size = word_vocab_size
         self.field_vocab_size = field_vocab_size
         self.word_dim = word_dim
@@ -118,6 +129,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         self.dropout = dropout
         self.fused_loop = fused_loop
         self.unknown_word_slots = unknown_word_slots
+        self.copy_continuation = copy_continuation
         self.uses_content = attention in ("hybrid", "content")
         self.uses_link = attention in ("hybrid", "link")
         with dtype_policy_scope(self.dtype_policy):
@@ -146,6 +158,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
                                         name="decoder")  # eq. 13 + LSTM
         self.output_projection = keras.layers.Dense(self.word_vocab_size, name="output_projection")  # eq. 14
         self.copy_scores = CopyScores(hidden_size, name="copy_scores") if self.copy else None  # eq. 15
+        self.continuation_bonus = (keras.layers.Dense(1, name="continuation_bonus")
+                                   if self.copy_continuation else None)  # beta(h'_t)
         self.embedding_dropout = keras.layers.Dropout(self.dropout)
         self.build()
 
@@ -172,6 +186,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         self.output_projection.build((None, h))
         if self.copy_scores is not None:
             self.copy_scores.build((None, None, h))
+        if self.continuation_bonus is not None:
+            self.continuation_bonus.build((None, h))
         self.built = True
 
     # === Encoding ===
@@ -201,6 +217,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         if self.copy_scores is not None:
             memory["copy_keys"] = self.copy_scores.keys(states)
             memory["oov_same"], memory["oov_first"] = _oov_types(values, batch["record_value_text"], mask)
+        if self.continuation_bonus is not None:  # token i continues the value of token i - 1
+            memory["continues"] = tf.cast((tf.convert_to_tensor(batch["record_pos_start"]) > 1) & mask, tf.float32)
         return memory
 
     def initial_decoding_state(self, memory):
@@ -208,6 +226,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         encoder's last state, and alpha_0 (read by eq. 8 at t = 1) is uniform over the table."""
         mask = tf.cast(memory["memory_mask"], tf.float32)
         alpha0 = mask / tf.maximum(tf.reduce_sum(mask, -1, keepdims=True), 1.0)
+        if self.continuation_bonus is not None:  # + the follow mass of the last step (none before <s>)
+            return (memory["initial_h"], memory["initial_c"], alpha0, tf.zeros_like(mask))
         return (memory["initial_h"], memory["initial_c"], alpha0)
 
     # === The decoder step shared by training and decoding ===
@@ -339,8 +359,10 @@ class OrderPlanning(KeyedConfig, GenerationModel):
 
     # === Output distribution (eq. 14-18) ===
 
-    def extended_logits(self, states, memory):
-        """h'_t [B,T,H] -> s_t over V + C [B,T,V+C] (eq. 14, 15-17); MASKED_LOGIT where nothing."""
+    def extended_logits(self, states, memory, follow=None):
+        """h'_t [B,T,H] -> s_t over V + C [B,T,V+C] (eq. 14, 15-17); MASKED_LOGIT where nothing.
+        ``follow`` [B,T,C] (model.copy_continuation): each token's share of being the word after
+        the previous token's table position; it adds beta(h'_t) x follow to the copy scores."""
         vocab_logits = tf.cast(self.output_projection(states), tf.float32)  # eq. 14
         batch, steps = tf.shape(states)[0], tf.shape(states)[1]
         num_tokens = tf.shape(memory["memory_mask"])[1]
@@ -348,6 +370,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
             return tf.pad(vocab_logits, [[0, 0], [0, 0], [0, num_tokens]], constant_values=MASKED_LOGIT)
         # eq. 15 [B,T,C]; copy scores are combined with the vocabulary logits in float32
         scores = tf.cast(self.copy_scores(states, memory["copy_keys"], memory["memory_mask"]), tf.float32)
+        if follow is not None:
+            scores += tf.cast(self.continuation_bonus(states), tf.float32) * follow
         values = memory["record_value"]
         in_vocab = (values > UNK_ID) & memory["memory_mask"]
         flat = lambda x: tf.reshape(x, [batch * steps, num_tokens])  # noqa: E731
@@ -362,7 +386,11 @@ class OrderPlanning(KeyedConfig, GenerationModel):
     def token_nll(self, outputs, memory, target_out, copy_mask):
         """Per-token NLL [B,T] of eq. 18 (unmasked).  A label that is <unk> and an OOV word
         of the table is scored as its copy slot (the paper's V u C); other labels by id."""
-        logits = self.extended_logits(outputs["states"], memory)
+        follow = None
+        if self.continuation_bonus is not None:  # the input token at t is the label at t - 1
+            copy_in = tf.pad(tf.cast(copy_mask[:, :-1] > 0, tf.float32), [[0, 0], [1, 0], [0, 0]])
+            follow = follow_sequence(copy_in, memory["continues"])
+        logits = self.extended_logits(outputs["states"], memory, follow)
         log_probs = tf.nn.log_softmax(logits)  # eq. 18 over V u C
         gold = tf.gather(log_probs, target_out, batch_dims=2)
         if self.copy_scores is None:
@@ -376,7 +404,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
 
     def call(self, batch, training=False, trace=False):
         memory = self.encode(batch, training=training)
-        state = self.initial_decoding_state(memory)
+        state = self.initial_decoding_state(memory)[:3]  # (h', c', alpha): the follow mass is the loss's
         slots = self._target_in_slots(batch, memory) if "unknown_slots" in memory else None
         outputs, _ = self.decode_sequence(memory, batch["target_in"], state, training=training, trace=trace,
                                           input_slots=slots)
@@ -416,8 +444,14 @@ class OrderPlanning(KeyedConfig, GenerationModel):
             words = self._embed_words(self.feedback_ids(prev_ids, memory["record_value"]),
                                       self._copied_slots(prev_ids, memory))
             word_part, gate_part = self._step_inputs(words)
-            h, state, _ = self._cell(memory, word_part, gate_part, words, None, tuple(state))
-            log_probs = tf.nn.log_softmax(self.extended_logits(h[:, None, :], memory)[:, 0])
+            state = tuple(state)
+            follow = None
+            if self.continuation_bonus is not None:
+                follow = follow_positions(self._table_matches(prev_ids, memory), state[3], memory["continues"])
+            h, cell_state, _ = self._cell(memory, word_part, gate_part, words, None, state[:3])
+            logits = self.extended_logits(h[:, None, :], memory, None if follow is None else follow[:, None, :])
+            log_probs = tf.nn.log_softmax(logits[:, 0])
+            state = cell_state if follow is None else cell_state + (follow,)
             return tf.where(log_probs <= MASKED_LOGIT / 2, NEG_INF, log_probs), state
 
         return step_fn
@@ -429,6 +463,16 @@ class OrderPlanning(KeyedConfig, GenerationModel):
             return None
         copied = copied_items(prev_ids, memory["unknown_slots"], self.word_vocab_size)
         return tf.where(prev_ids >= self.word_vocab_size, copied, 0)
+
+    def _table_matches(self, prev_ids, memory):
+        """[N,C] float: the table tokens ``prev_ids`` says (training's copy_mask of that label): a
+        copy id V + i, the OOV tokens with token i's text; a word, the tokens with its id."""
+        values = memory["record_value"]
+        word = tf.equal(values, prev_ids[:, None]) & (prev_ids[:, None] > EOS_ID) & memory["memory_mask"]
+        same = tf.pad(memory["oov_same"], [[0, 0], [0, 1], [0, 0]])  # a row to gather for tables of no tokens
+        item = tf.clip_by_value(prev_ids - self.word_vocab_size, 0, tf.shape(same)[1] - 1)
+        oov = tf.gather(same, item, batch_dims=1)  # oov_same is symmetric: row i = token i's text
+        return tf.where((prev_ids >= self.word_vocab_size)[:, None], oov, tf.cast(word, tf.float32))
 
     def feedback_ids(self, prev_ids, record_value):
         """Extended id V + i -> table token i's word id (<unk> when OOV)."""
@@ -454,7 +498,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         return figures.summary_images(self, batch, count, vocabs)
 
 
-def _check(attention, copy, field_feedback, fixed_gate):
+def _check(attention, copy, field_feedback, fixed_gate, copy_continuation=False):
     if attention not in ATTENTIONS:
         raise ConfigError(f"model.attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}")
     if field_feedback not in FIELD_FEEDBACK:
@@ -463,6 +507,32 @@ def _check(attention, copy, field_feedback, fixed_gate):
         raise ConfigError("model.field_feedback=content_attention needs content attention (model.attention)")
     if fixed_gate is not None and attention != "hybrid":  # its range: OrderPlanningConfig.BOUNDS
         raise ConfigError(f"model.fixed_gate={fixed_gate!r} needs model.attention=hybrid")
+    if copy_continuation and not copy:
+        raise ConfigError("model.copy_continuation needs model.copy")
+
+
+# How much more a table token that continues the previous token's value counts, against another
+# token with the same word, in telling where the previous token came from ("di" in "Accademia di
+# Architettura di Mendrisio" after "Accademia" is the first "di").
+CONTINUATION_PREFERENCE = 10.0
+
+
+def follow_positions(matches, follow, continues):
+    """One step of position tracking. matches [N,C]: the table tokens the previous token says;
+    follow [N,C]: the last step's follow mass (where the previous token was expected to continue
+    a value). -> [N,C]: for each token, the share of the previous token's position that sits right
+    before it in the same value. The previous token's position is spread over its matches, a
+    match that continues a value as expected counting CONTINUATION_PREFERENCE times more."""
+    position = matches * (1.0 + CONTINUATION_PREFERENCE * follow)
+    position = position / tf.maximum(tf.reduce_sum(position, -1, keepdims=True), 1e-9)
+    return tf.pad(position[:, :-1], [[0, 0], [1, 0]]) * continues
+
+
+def follow_sequence(matches, continues):
+    """``follow_positions`` over teacher-forced inputs: matches [B,T,C] -> follow [B,T,C]."""
+    steps = tf.scan(lambda follow, m: follow_positions(m, follow, continues), _swap_batch_time(matches),
+                    initializer=tf.zeros_like(continues))
+    return _swap_batch_time(steps)
 
 
 def _swap_batch_time(x):

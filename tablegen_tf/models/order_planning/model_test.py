@@ -108,8 +108,9 @@ def test_bad_ablation_values_are_config_errors():
 
 VARIANTS = dict(argvalues=[{}, {"attention": "link", "copy": False},
                            {"attention": "content", "field_feedback": "content_attention"},
-                           {"fixed_gate": 0.4, "field_feedback": "decoder_input"}, {"unknown_word_slots": 2}],
-                ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder", "unknown-slots"])
+                           {"fixed_gate": 0.4, "field_feedback": "decoder_input"}, {"unknown_word_slots": 2},
+                           {"copy_continuation": True}],
+                ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder", "unknown-slots", "continuation"])
 
 
 @pytest.mark.parametrize("overrides", **VARIANTS)
@@ -336,3 +337,41 @@ def test_training_renames_the_unknown_word_slots_by_a_permutation_per_table():
         pairs = {(b, a) for b, a in zip(before, after) if b}
         assert len(pairs) == len({b for b, _ in pairs}) == len({a for _, a in pairs})
     assert len({tuple(row) for row in renamed[::2]}) > 1  # the names differ between tables
+
+
+def test_position_tracking_follows_a_multi_word_value_through_a_repeated_word():
+    from tablegen_tf.models.order_planning.model import CONTINUATION_PREFERENCE as K
+    from tablegen_tf.models.order_planning.model import follow_positions
+
+    # "Accademia di Architettura di Mendrisio | country | Switzerland" as table tokens
+    words = "Accademia di Architettura di Mendrisio country Switzerland".split()
+    continues = tf.constant([[0, 1, 1, 1, 1, 0, 0]], tf.float32)  # p+ > 1: continues the value before
+
+    def matches(word):
+        return tf.constant([[float(w == word) for w in words]])
+
+    follow = tf.zeros([1, 7])
+    expected = {
+        "Accademia": [0, 1, 0, 0, 0, 0, 0],  # the next word of its value is "di"
+        # "di" is tokens 1 and 3; token 1 continues as expected: weight 1 + K against 1
+        "di": [0, 0, (1 + K) / (2 + K), 0, 1 / (2 + K), 0, 0],
+    }
+    for word in ("Accademia", "di"):
+        follow = follow_positions(matches(word), follow, continues)
+        np.testing.assert_allclose(follow.numpy()[0], expected[word], rtol=1e-6)
+    # a word that ends a value, or is not in the table, expects nothing next
+    assert follow_positions(matches("Mendrisio"), follow, continues).numpy().sum() == 0.0
+    assert follow_positions(matches("the"), follow, continues).numpy().sum() == 0.0
+
+
+def test_continuation_bonus_raises_the_copy_score_of_the_next_word_only():
+    model, batch = _model(copy_continuation=True), random_batch()
+    memory = model.encode(batch)
+    states = tf.random.normal([3, 1, TINY["hidden_size"]])
+    follow = tf.one_hot([[2]] * 3, 6)  # token 2 of each table is where the last copy continues
+    model.continuation_bonus.bias.assign([3.0])
+    model.continuation_bonus.kernel.assign(tf.zeros_like(model.continuation_bonus.kernel))
+    plain, bonus = model.extended_logits(states, memory), model.extended_logits(states, memory, follow)
+    changed = np.nonzero((bonus - plain).numpy()[0, 0])[0]
+    assert changed.tolist() == [int(batch["record_value"][0, 2])]  # the in-vocabulary word of token 2
+    np.testing.assert_allclose((bonus - plain).numpy()[0, 0, changed], [3.0], rtol=1e-5)
