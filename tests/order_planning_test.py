@@ -19,9 +19,11 @@ FULL_MODEL = os.path.join(ROOT, "tablegen_tf", "configs", "order_planning", "t3_
 pytestmark = pytest.mark.slow
 
 
-# The paper's full model, and with model.unknown_word_slots (its unknown-word slot memory
-# then rides through training, `generate` and the SavedModel's search).
-@pytest.fixture(scope="module", params=[[], ["model.unknown_word_slots=4"]], ids=["paper", "unknown-slots"])
+# The paper's full model, with model.unknown_word_slots (its unknown-word slot memory then rides
+# through training, `generate` and the SavedModel's search), and with model.copy_continuation
+# (its follow mass rides in the decoding state).
+@pytest.fixture(scope="module", params=[[], ["model.unknown_word_slots=4"], ["model.copy_continuation=unknown"]],
+                ids=["paper", "unknown-slots", "continuation"])
 def trained(data_dir, tmp_path_factory, request):  # noqa: F811
     from tablegen_tf.config import load_config, parse_overrides
     from tablegen_tf.training.trainer import Trainer
@@ -34,7 +36,8 @@ def trained(data_dir, tmp_path_factory, request):  # noqa: F811
         f"data.train={os.path.join(data_dir, 'train')}", f"data.valid={os.path.join(data_dir, 'valid')}",
     ] + request.param)
     config = load_config("e2e", overrides)
-    assert config.model.unknown_word_slots == (4 if request.param else 0)
+    assert config.model.unknown_word_slots == (4 if "model.unknown_word_slots=4" in request.param else 0)
+    assert config.model.copy_continuation == ("unknown" if "model.copy_continuation=unknown" in request.param else "none")
     assert config.model.name == "order-planning" and config.model.attention == "hybrid"
     Trainer(config, out).train(progress=False)
     return out

@@ -13,7 +13,8 @@
 
 Not in the paper, off by default (``model.copy_continuation``): the table position of the
 previous token is tracked, and the word after it in the same value gets a learnt bonus on its
-copy score, so a multi-word name is copied word after word.
+copy score, so a multi-word name is copied word after word ("all": from any table word;
+"unknown": only spans begun by copying an out-of-vocabulary word).
 
 Ablations by config (``model.attention``, ``model.copy``, ``model.field_feedback``,
 ``model.fixed_gate``): Table 3, Table 4 and Figure 3 of the paper; a model builds only
@@ -56,6 +57,7 @@ from tablegen_tf.models.order_planning.layers import (
 from tablegen_tf.models.registry import register_model
 
 ATTENTIONS = ("hybrid", "content", "link")
+CONTINUATIONS = ("none", "all", "unknown")
 FIELD_FEEDBACK = ("none", "content_attention", "decoder_input")
 
 
@@ -93,12 +95,14 @@ class OrderPlanningConfig:
     # it just copied; 0 = the paper's model, where every unknown word looks alike. Not in the
     # paper (its tables are in-vocabulary WikiBio infoboxes); for categories unseen in training.
     unknown_word_slots: int = 0
-    # true: a learnt bonus beta(h'_t) on the copy score of the table word that follows the
-    # previous token's table position in the same value (``follow_positions``); false = the
-    # paper's model, whose copy scores do not know where the last copy came from, so an unseen
-    # multi-word name comes out as "Accademia di di di". Location tracking as CopyNet's selective
-    # read (Gu et al. 2016, section 3.3) motivates it; the bonus form is ours.
-    copy_continuation: bool = False
+    # "all" | "unknown": a learnt bonus beta(h'_t) on the copy score of the table word that follows
+    # the previous token's table position in the same value (``follow_positions``); "unknown"
+    # tracks only spans begun by copying an out-of-vocabulary word (in-vocabulary names are left
+    # to the language model, as in the paper). "none" = the paper's model, whose copy scores do
+    # not know where the last copy came from, so an unseen multi-word name comes out as
+    # "Accademia di di di". CopyNet's selective read (Gu et al. 2016, section 3.3) tracks
+    # locations the same way; the bonus form is ours.
+    copy_continuation: str = "none"
 
 
 @register_model("order-planning", config=OrderPlanningConfig, featurizer=TableFeaturizer,
@@ -130,6 +134,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         self.fused_loop = fused_loop
         self.unknown_word_slots = unknown_word_slots
         self.copy_continuation = copy_continuation
+        self.tracks_positions = copy_continuation != "none"
         self.uses_content = attention in ("hybrid", "content")
         self.uses_link = attention in ("hybrid", "link")
         with dtype_policy_scope(self.dtype_policy):
@@ -159,7 +164,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         self.output_projection = keras.layers.Dense(self.word_vocab_size, name="output_projection")  # eq. 14
         self.copy_scores = CopyScores(hidden_size, name="copy_scores") if self.copy else None  # eq. 15
         self.continuation_bonus = (keras.layers.Dense(1, name="continuation_bonus")
-                                   if self.copy_continuation else None)  # beta(h'_t)
+                                   if self.tracks_positions else None)  # beta(h'_t)
         self.embedding_dropout = keras.layers.Dropout(self.dropout)
         self.build()
 
@@ -389,7 +394,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         follow = None
         if self.continuation_bonus is not None:  # the input token at t is the label at t - 1
             copy_in = tf.pad(tf.cast(copy_mask[:, :-1] > 0, tf.float32), [[0, 0], [1, 0], [0, 0]])
-            follow = follow_sequence(copy_in, memory["continues"])
+            unknown_in = tf.pad(tf.equal(target_out[:, :-1], UNK_ID), [[0, 0], [1, 0]])  # copied as V + i
+            follow = follow_sequence(copy_in, self._span_starts(unknown_in), memory["continues"])
         logits = self.extended_logits(outputs["states"], memory, follow)
         log_probs = tf.nn.log_softmax(logits)  # eq. 18 over V u C
         gold = tf.gather(log_probs, target_out, batch_dims=2)
@@ -447,7 +453,9 @@ class OrderPlanning(KeyedConfig, GenerationModel):
             state = tuple(state)
             follow = None
             if self.continuation_bonus is not None:
-                follow = follow_positions(self._table_matches(prev_ids, memory), state[3], memory["continues"])
+                follow = follow_positions(self._table_matches(prev_ids, memory),
+                                          self._span_starts(prev_ids >= self.word_vocab_size), state[3],
+                                          memory["continues"])
             h, cell_state, _ = self._cell(memory, word_part, gate_part, words, None, state[:3])
             logits = self.extended_logits(h[:, None, :], memory, None if follow is None else follow[:, None, :])
             log_probs = tf.nn.log_softmax(logits[:, 0])
@@ -463,6 +471,11 @@ class OrderPlanning(KeyedConfig, GenerationModel):
             return None
         copied = copied_items(prev_ids, memory["unknown_slots"], self.word_vocab_size)
         return tf.where(prev_ids >= self.word_vocab_size, copied, 0)
+
+    def _span_starts(self, unknown):
+        """[..] float: 1 where the previous token may begin a tracked span (any token for "all";
+        for "unknown", an out-of-vocabulary copy: ``unknown``), else 0."""
+        return tf.cast(unknown | (self.copy_continuation == "all"), tf.float32)
 
     def _table_matches(self, prev_ids, memory):
         """[N,C] float: the table tokens ``prev_ids`` says (training's copy_mask of that label): a
@@ -498,7 +511,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         return figures.summary_images(self, batch, count, vocabs)
 
 
-def _check(attention, copy, field_feedback, fixed_gate, copy_continuation=False):
+def _check(attention, copy, field_feedback, fixed_gate, copy_continuation="none"):
     if attention not in ATTENTIONS:
         raise ConfigError(f"model.attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}")
     if field_feedback not in FIELD_FEEDBACK:
@@ -507,7 +520,10 @@ def _check(attention, copy, field_feedback, fixed_gate, copy_continuation=False)
         raise ConfigError("model.field_feedback=content_attention needs content attention (model.attention)")
     if fixed_gate is not None and attention != "hybrid":  # its range: OrderPlanningConfig.BOUNDS
         raise ConfigError(f"model.fixed_gate={fixed_gate!r} needs model.attention=hybrid")
-    if copy_continuation and not copy:
+    if copy_continuation not in CONTINUATIONS:
+        raise ConfigError(f"model.copy_continuation must be one of {', '.join(CONTINUATIONS)}, "
+                          f"got {copy_continuation!r}")
+    if copy_continuation != "none" and not copy:
         raise ConfigError("model.copy_continuation needs model.copy")
 
 
@@ -517,21 +533,22 @@ def _check(attention, copy, field_feedback, fixed_gate, copy_continuation=False)
 CONTINUATION_PREFERENCE = 10.0
 
 
-def follow_positions(matches, follow, continues):
+def follow_positions(matches, starts, follow, continues):
     """One step of position tracking. matches [N,C]: the table tokens the previous token says;
-    follow [N,C]: the last step's follow mass (where the previous token was expected to continue
-    a value). -> [N,C]: for each token, the share of the previous token's position that sits right
-    before it in the same value. The previous token's position is spread over its matches, a
-    match that continues a value as expected counting CONTINUATION_PREFERENCE times more."""
-    position = matches * (1.0 + CONTINUATION_PREFERENCE * follow)
+    starts [N]: 1 where it may begin a span, 0 where it may only continue one; follow [N,C]: the
+    last step's follow mass (where the previous token was expected to continue a value).
+    -> [N,C]: for each token, the share of the previous token's position that sits right before
+    it in the same value. The previous token's position is spread over its matches, a match that
+    continues a value as expected weighing starts + CONTINUATION_PREFERENCE, another ``starts``."""
+    position = matches * (starts[:, None] + CONTINUATION_PREFERENCE * follow)
     position = position / tf.maximum(tf.reduce_sum(position, -1, keepdims=True), 1e-9)
     return tf.pad(position[:, :-1], [[0, 0], [1, 0]]) * continues
 
 
-def follow_sequence(matches, continues):
-    """``follow_positions`` over teacher-forced inputs: matches [B,T,C] -> follow [B,T,C]."""
-    steps = tf.scan(lambda follow, m: follow_positions(m, follow, continues), _swap_batch_time(matches),
-                    initializer=tf.zeros_like(continues))
+def follow_sequence(matches, starts, continues):
+    """``follow_positions`` over teacher-forced inputs: matches [B,T,C], starts [B,T] -> follow [B,T,C]."""
+    steps = tf.scan(lambda follow, inputs: follow_positions(*inputs, follow, continues),
+                    (_swap_batch_time(matches), _swap_batch_time(starts)), initializer=tf.zeros_like(continues))
     return _swap_batch_time(steps)
 
 

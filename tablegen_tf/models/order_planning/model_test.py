@@ -109,8 +109,9 @@ def test_bad_ablation_values_are_config_errors():
 VARIANTS = dict(argvalues=[{}, {"attention": "link", "copy": False},
                            {"attention": "content", "field_feedback": "content_attention"},
                            {"fixed_gate": 0.4, "field_feedback": "decoder_input"}, {"unknown_word_slots": 2},
-                           {"copy_continuation": True}],
-                ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder", "unknown-slots", "continuation"])
+                           {"copy_continuation": "all"}, {"copy_continuation": "unknown"}],
+                ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder", "unknown-slots", "continuation-all",
+                     "continuation-unknown"])
 
 
 @pytest.mark.parametrize("overrides", **VARIANTS)
@@ -350,22 +351,46 @@ def test_position_tracking_follows_a_multi_word_value_through_a_repeated_word():
     def matches(word):
         return tf.constant([[float(w == word) for w in words]])
 
-    follow = tf.zeros([1, 7])
+    follow, starts = tf.zeros([1, 7]), tf.ones([1])
     expected = {
         "Accademia": [0, 1, 0, 0, 0, 0, 0],  # the next word of its value is "di"
         # "di" is tokens 1 and 3; token 1 continues as expected: weight 1 + K against 1
         "di": [0, 0, (1 + K) / (2 + K), 0, 1 / (2 + K), 0, 0],
     }
     for word in ("Accademia", "di"):
-        follow = follow_positions(matches(word), follow, continues)
+        follow = follow_positions(matches(word), starts, follow, continues)
         np.testing.assert_allclose(follow.numpy()[0], expected[word], rtol=1e-6)
     # a word that ends a value, or is not in the table, expects nothing next
-    assert follow_positions(matches("Mendrisio"), follow, continues).numpy().sum() == 0.0
-    assert follow_positions(matches("the"), follow, continues).numpy().sum() == 0.0
+    assert follow_positions(matches("Mendrisio"), starts, follow, continues).numpy().sum() == 0.0
+    assert follow_positions(matches("the"), starts, follow, continues).numpy().sum() == 0.0
+    # "unknown": a word that may not begin a span ("di" said out of the blue) follows nothing,
+    # but continues a span it was expected in
+    no_start = tf.zeros([1])
+    assert follow_positions(matches("di"), no_start, tf.zeros([1, 7]), continues).numpy().sum() == 0.0
+    after_accademia = follow_positions(matches("Accademia"), starts, tf.zeros([1, 7]), continues)
+    np.testing.assert_allclose(follow_positions(matches("di"), no_start, after_accademia, continues).numpy()[0],
+                               [0, 0, 1, 0, 0, 0, 0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["all", "unknown"])
+def test_step_fn_agrees_with_training_loss_on_copies_of_unknown_words(mode):
+    # the tracked spans of "unknown" begin only at copies of out-of-vocabulary words (V + i)
+    model = _model(copy_continuation=mode)
+    batch = _unknown_words_batch()
+    batch["record_pos_start"] = tf.constant([[1, 2, 3, 1, 2, 1]] * 3)  # spans: tokens 0-2, 3-4, 5
+    _assert_step_fn_agrees_with_training_loss(model, batch)
+
+
+def test_copy_continuation_values_are_checked():
+    assert _model(copy_continuation="none").continuation_bonus is None
+    with pytest.raises(ConfigError, match="copy_continuation"):
+        _model(copy_continuation="spans")
+    with pytest.raises(ConfigError, match="copy_continuation needs model.copy"):
+        _model(copy=False, copy_continuation="unknown")
 
 
 def test_continuation_bonus_raises_the_copy_score_of_the_next_word_only():
-    model, batch = _model(copy_continuation=True), random_batch()
+    model, batch = _model(copy_continuation="all"), random_batch()
     memory = model.encode(batch)
     states = tf.random.normal([3, 1, TINY["hidden_size"]])
     follow = tf.one_hot([[2]] * 3, 6)  # token 2 of each table is where the last copy continues
