@@ -117,7 +117,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
 
     def __init__(self, word_vocab_size, field_vocab_size, word_dim=400, field_dim=400, hidden_size=500,
                  attention="hybrid", copy=True, field_feedback="none", fixed_gate=None, l2=1e-6,
-                 dropout=0.0, fused_loop=False, unknown_word_slots=0, copy_continuation=False, **kwargs):
+                 dropout=0.0, fused_loop=False, unknown_word_slots=0, copy_continuation="none", **kwargs):
         super().__init__(**kwargs)  # incl. dtype: "float32" | "mixed_bfloat16" (all layers)
         _check(attention, copy, field_feedback, fixed_gate, copy_continuation)
         self.word_vocab_size = word_vocab_size

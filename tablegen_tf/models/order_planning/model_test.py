@@ -382,7 +382,10 @@ def test_step_fn_agrees_with_training_loss_on_copies_of_unknown_words(mode):
 
 
 def test_copy_continuation_values_are_checked():
+    from tablegen_tf.models.order_planning.model import OrderPlanning
+
     assert _model(copy_continuation="none").continuation_bonus is None
+    assert OrderPlanning(V, SIZES["fields"], **TINY).continuation_bonus is None  # the paper's model by default
     with pytest.raises(ConfigError, match="copy_continuation"):
         _model(copy_continuation="spans")
     with pytest.raises(ConfigError, match="copy_continuation needs model.copy"):
