@@ -151,9 +151,10 @@ def copied_items(ids, items, vocab_size):
     """Extended ids -> for each copy id (>= V) the source item ``id - V`` of its row
     (CONTRACT.md); other positions get an arbitrary item and are for the caller to replace.
 
-    ids: [N] or [N, T]; items: [N, S] of any dtype (S may be 0: the padding item gathers).
+    ids: [N] or [N, T]; items: [N, S, ...] of any dtype (S may be 0: the padding item gathers),
+    so an item may be a row of its own (-> [N, ...] or [N, T, ...]).
     """
-    padded = tf.pad(items, [[0, 0], [0, 1]])
+    padded = tf.pad(items, [[0, 0], [0, 1]] + [[0, 0]] * (items.shape.rank - 2))
     item = tf.clip_by_value(ids - vocab_size, 0, tf.maximum(tf.shape(items, out_type=ids.dtype)[1] - 1, 0))
     if ids.shape.rank == 1:
         return tf.gather(padded, item[:, None], batch_dims=1)[:, 0]

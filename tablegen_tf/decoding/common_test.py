@@ -36,6 +36,15 @@ def test_copied_items_work_for_strings_too():
     assert got[0, 0] == b"Eagle" and got[1, 0] == b"Aromi" and got[1, 1] == b""  # clipped to the last item
 
 
+def test_copied_items_can_be_rows():
+    from tablegen_tf.decoding.common import copied_items
+
+    rows = tf.constant([[[1, 0], [0, 1]], [[5, 6], [7, 8]]])  # [N=2, S=2, 2]
+    np.testing.assert_array_equal(copied_items(tf.constant([VOCAB + 1, VOCAB]), rows, VOCAB).numpy(), [[0, 1], [5, 6]])
+    empty = tf.zeros([1, 0, 3])
+    np.testing.assert_array_equal(copied_items(tf.constant([VOCAB + 2]), empty, VOCAB).numpy(), [[0, 0, 0]])
+
+
 def test_switch_case_runs_the_chosen_branch_and_is_not_lowered():
     # Lowered to Switch/Merge, the branches not taken would run as dead ops at every call
     # (the SavedModel generate's 10 beam widths): the Case op must say not to lower.

@@ -393,7 +393,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         of the table is scored as its copy slot (the paper's V u C); other labels by id."""
         follow = None
         if self.continuation_bonus is not None:  # the input token at t is the label at t - 1
-            copy_in = tf.pad(tf.cast(copy_mask[:, :-1] > 0, tf.float32), [[0, 0], [1, 0], [0, 0]])
+            copy_in = tf.cast(_copy_mask_of_inputs(copy_mask), tf.float32)
             unknown_in = tf.pad(tf.equal(target_out[:, :-1], UNK_ID), [[0, 0], [1, 0]])  # copied as V + i
             follow = follow_sequence(copy_in, self._span_starts(unknown_in), memory["continues"])
         logits = self.extended_logits(outputs["states"], memory, follow)
@@ -420,7 +420,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
     def _target_in_slots(batch, memory):
         """[B,T]: the unknown-word slot of each <unk> input token, the table word the previous
         label copies (copy_mask one step back), as decoding feeds the copied id back."""
-        copy_in = tf.pad(batch["copy_mask"][:, :-1], [[0, 0], [1, 0], [0, 0]]) > 0  # [B,T,C]
+        copy_in = _copy_mask_of_inputs(batch["copy_mask"])
         slots = tf.reduce_max(tf.where(copy_in, memory["unknown_slots"][:, None, :], 0), -1)
         return tf.where(tf.equal(batch["target_in"], UNK_ID), slots, 0)
 
@@ -482,9 +482,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         copy id V + i, the OOV tokens with token i's text; a word, the tokens with its id."""
         values = memory["record_value"]
         word = tf.equal(values, prev_ids[:, None]) & (prev_ids[:, None] > EOS_ID) & memory["memory_mask"]
-        same = tf.pad(memory["oov_same"], [[0, 0], [0, 1], [0, 0]])  # a row to gather for tables of no tokens
-        item = tf.clip_by_value(prev_ids - self.word_vocab_size, 0, tf.shape(same)[1] - 1)
-        oov = tf.gather(same, item, batch_dims=1)  # oov_same is symmetric: row i = token i's text
+        oov = copied_items(prev_ids, memory["oov_same"], self.word_vocab_size)  # symmetric: row i = i's text
         return tf.where((prev_ids >= self.word_vocab_size)[:, None], oov, tf.cast(word, tf.float32))
 
     def feedback_ids(self, prev_ids, record_value):
@@ -550,6 +548,12 @@ def follow_sequence(matches, starts, continues):
     steps = tf.scan(lambda follow, inputs: follow_positions(*inputs, follow, continues),
                     (_swap_batch_time(matches), _swap_batch_time(starts)), initializer=tf.zeros_like(continues))
     return _swap_batch_time(steps)
+
+
+def _copy_mask_of_inputs(copy_mask):
+    """[B,T,C] bool: the table tokens each input token y_{t-1} copies (copy_mask one step back;
+    nothing for <s>), as decoding feeds the copied id back."""
+    return tf.pad(copy_mask[:, :-1], [[0, 0], [1, 0], [0, 0]]) > 0
 
 
 def _swap_batch_time(x):
