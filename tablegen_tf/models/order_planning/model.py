@@ -103,6 +103,10 @@ class OrderPlanningConfig:
     # "Accademia di di di". CopyNet's selective read (Gu et al. 2016, section 3.3) tracks
     # locations the same way; the bonus form is ours.
     copy_continuation: str = "none"
+    # With copy_continuation: beta also depends on the next token's field, beta(h'_t) + u . f_j
+    # (u starts at 0), so a property's words (paraphrased: "birth place" -> "born in") can be
+    # continued less eagerly than a subject's or an object's name (copied word for word).
+    continuation_by_field: bool = False
 
 
 @register_model("order-planning", config=OrderPlanningConfig, featurizer=TableFeaturizer,
@@ -113,13 +117,14 @@ class OrderPlanning(KeyedConfig, GenerationModel):
 
     CONFIG_KEYS = ("word_vocab_size", "field_vocab_size", "word_dim", "field_dim", "hidden_size", "attention", "copy",
                    "field_feedback", "fixed_gate", "l2", "dropout", "fused_loop", "unknown_word_slots",
-                   "copy_continuation")
+                   "copy_continuation", "continuation_by_field")
 
     def __init__(self, word_vocab_size, field_vocab_size, word_dim=400, field_dim=400, hidden_size=500,
                  attention="hybrid", copy=True, field_feedback="none", fixed_gate=None, l2=1e-6,
-                 dropout=0.0, fused_loop=False, unknown_word_slots=0, copy_continuation="none", **kwargs):
+                 dropout=0.0, fused_loop=False, unknown_word_slots=0, copy_continuation="none",
+                 continuation_by_field=False, **kwargs):
         super().__init__(**kwargs)  # incl. dtype: "float32" | "mixed_bfloat16" (all layers)
-        _check(attention, copy, field_feedback, fixed_gate, copy_continuation)
+        _check(attention, copy, field_feedback, fixed_gate, copy_continuation, continuation_by_field)
         self.word_vocab_size = word_vocab_size
         self.field_vocab_size = field_vocab_size
         self.word_dim = word_dim
@@ -134,6 +139,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         self.fused_loop = fused_loop
         self.unknown_word_slots = unknown_word_slots
         self.copy_continuation = copy_continuation
+        self.continuation_by_field = continuation_by_field
         self.tracks_positions = copy_continuation != "none"
         self.uses_content = attention in ("hybrid", "content")
         self.uses_link = attention in ("hybrid", "link")
@@ -165,6 +171,9 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         self.copy_scores = CopyScores(hidden_size, name="copy_scores") if self.copy else None  # eq. 15
         self.continuation_bonus = (keras.layers.Dense(1, name="continuation_bonus")
                                    if self.tracks_positions else None)  # beta(h'_t)
+        self.continuation_field_bonus = (keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros",
+                                                            name="continuation_field_bonus")
+                                         if self.continuation_by_field else None)  # u . f_j
         self.embedding_dropout = keras.layers.Dropout(self.dropout)
         self.build()
 
@@ -193,6 +202,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
             self.copy_scores.build((None, None, h))
         if self.continuation_bonus is not None:
             self.continuation_bonus.build((None, h))
+        if self.continuation_field_bonus is not None:
+            self.continuation_field_bonus.build((None, f))
         self.built = True
 
     # === Encoding ===
@@ -224,6 +235,8 @@ class OrderPlanning(KeyedConfig, GenerationModel):
             memory["oov_same"], memory["oov_first"] = _oov_types(values, batch["record_value_text"], mask)
         if self.continuation_bonus is not None:  # token i continues the value of token i - 1
             memory["continues"] = tf.cast((tf.convert_to_tensor(batch["record_pos_start"]) > 1) & mask, tf.float32)
+        if self.continuation_field_bonus is not None:  # [B,C]: u . f_j of each table token
+            memory["continuation_field"] = tf.cast(self.continuation_field_bonus(fields)[..., 0], tf.float32)
         return memory
 
     def initial_decoding_state(self, memory):
@@ -376,7 +389,10 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         # eq. 15 [B,T,C]; copy scores are combined with the vocabulary logits in float32
         scores = tf.cast(self.copy_scores(states, memory["copy_keys"], memory["memory_mask"]), tf.float32)
         if follow is not None:
-            scores += tf.cast(self.continuation_bonus(states), tf.float32) * follow
+            bonus = tf.cast(self.continuation_bonus(states), tf.float32)  # [B,T,1]
+            if "continuation_field" in memory:
+                bonus += memory["continuation_field"][:, None, :]
+            scores += bonus * follow
         values = memory["record_value"]
         in_vocab = (values > UNK_ID) & memory["memory_mask"]
         flat = lambda x: tf.reshape(x, [batch * steps, num_tokens])  # noqa: E731
@@ -509,7 +525,7 @@ class OrderPlanning(KeyedConfig, GenerationModel):
         return figures.summary_images(self, batch, count, vocabs)
 
 
-def _check(attention, copy, field_feedback, fixed_gate, copy_continuation="none"):
+def _check(attention, copy, field_feedback, fixed_gate, copy_continuation="none", continuation_by_field=False):
     if attention not in ATTENTIONS:
         raise ConfigError(f"model.attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}")
     if field_feedback not in FIELD_FEEDBACK:
@@ -523,6 +539,8 @@ def _check(attention, copy, field_feedback, fixed_gate, copy_continuation="none"
                           f"got {copy_continuation!r}")
     if copy_continuation != "none" and not copy:
         raise ConfigError("model.copy_continuation needs model.copy")
+    if continuation_by_field and copy_continuation == "none":
+        raise ConfigError("model.continuation_by_field needs model.copy_continuation (all or unknown)")
 
 
 # How much more a table token that continues the previous token's value counts, against another

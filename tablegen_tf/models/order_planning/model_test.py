@@ -109,9 +109,10 @@ def test_bad_ablation_values_are_config_errors():
 VARIANTS = dict(argvalues=[{}, {"attention": "link", "copy": False},
                            {"attention": "content", "field_feedback": "content_attention"},
                            {"fixed_gate": 0.4, "field_feedback": "decoder_input"}, {"unknown_word_slots": 2},
-                           {"copy_continuation": "all"}, {"copy_continuation": "unknown"}],
+                           {"copy_continuation": "all"}, {"copy_continuation": "unknown"},
+                           {"copy_continuation": "all", "continuation_by_field": True}],
                 ids=["full", "link-nocopy", "t4-content", "fixed-gate-t4-decoder", "unknown-slots", "continuation-all",
-                     "continuation-unknown"])
+                     "continuation-unknown", "continuation-by-field"])
 
 
 @pytest.mark.parametrize("overrides", **VARIANTS)
@@ -390,6 +391,20 @@ def test_copy_continuation_values_are_checked():
         _model(copy_continuation="spans")
     with pytest.raises(ConfigError, match="copy_continuation needs model.copy"):
         _model(copy=False, copy_continuation="unknown")
+    with pytest.raises(ConfigError, match="continuation_by_field needs model.copy_continuation"):
+        _model(continuation_by_field=True)
+    assert _model(copy_continuation="all").continuation_field_bonus is None
+
+
+def test_field_bonus_starts_at_zero_and_the_step_fn_agrees_once_it_is_learnt():
+    model = _model(copy_continuation="all", continuation_by_field=True)
+    batch = _unknown_words_batch()
+    batch["record_pos_start"] = tf.constant([[1, 2, 3, 1, 2, 1]] * 3)
+    np.testing.assert_array_equal(model.encode(batch)["continuation_field"].numpy(), 0.0)  # the "all" model at first
+    kernel = model.continuation_field_bonus.kernel
+    kernel.assign(tf.random.stateless_normal(kernel.shape, seed=[1, 2]) * 3.0)
+    assert np.ptp(model.encode(batch)["continuation_field"].numpy()) > 0  # differs by field
+    _assert_step_fn_agrees_with_training_loss(model, batch)
 
 
 def test_continuation_bonus_raises_the_copy_score_of_the_next_word_only():
