@@ -43,6 +43,16 @@ def examples(format_name: str, path: str, split: str, selection_fraction: float,
     return inference.build(raws, tokenizer, needs_text=True)[0]
 
 
+def read_hypotheses(path: str, count: int):
+    """One line per input; exits naming the file when the count does not match."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    if len(lines) != count:
+        sys.exit(f"{path}: {len(lines)} lines for {count} inputs (write it with `tablegen evaluate "
+                 f"--output` on the same --format/--input/--split/--selection-fraction)")
+    return lines
+
+
 def table_size(example) -> int:
     """Distinct fields of a table: E2E's attribute count (its records repeat a field per token)."""
     return len(set(example.fields))
@@ -86,11 +96,7 @@ def main() -> None:
     kept = [table_size(example) >= args.min_fields for example in inputs]
     systems = []
     for path in args.hypotheses:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-        if len(lines) != len(refs):
-            sys.exit(f"{path}: {len(lines)} lines for {len(refs)} inputs (write it with `tablegen evaluate "
-                     f"--output` on the same --format/--input/--split/--selection-fraction)")
+        lines = read_hypotheses(path, len(refs))
         systems.append((path, [line for line, keep in zip(lines, kept) if keep]))
     refs = [ref for ref, keep in zip(refs, kept) if keep]
     if not refs:

@@ -51,3 +51,22 @@ def test_a_benchmarks_own_errors_still_reach_stderr():
         capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 2
     assert "--samples: invalid int value: 'many'" in proc.stderr
+
+
+def test_route_by_unseen_values_takes_the_candidate_only_for_new_values(tmp_path):
+    (tmp_path / "train.csv").write_text(DEV_CSV, encoding="utf-8")  # trains on French food only
+    (tmp_path / "held.csv").write_text('mr,ref\n"name[The Eagle], food[French]","The Eagle serves French food."\n'
+                                       '"name[The Rice], food[Thai]","The Rice serves Thai food."\n', encoding="utf-8")
+    (tmp_path / "control.txt").write_text("The Eagle serves French food.\nThe Rice.\n", encoding="utf-8")
+    (tmp_path / "candidate.txt").write_text("The Eagle.\nThe Rice serves Thai food.\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "route_by_unseen_values.py"), "--format", "e2e",
+         "--input", str(tmp_path / "held.csv"), "--split", "valid", "--train-input", str(tmp_path / "train.csv"),
+         "--train-selection-fraction", "0", "--field", "food", "--output", str(tmp_path / "routed.txt"),
+         str(tmp_path / "control.txt"), str(tmp_path / "candidate.txt")],
+        capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 inputs, 1 with a food no training row has (1 seen)" in proc.stdout
+    assert "| routed | 100.00 |" in proc.stdout
+    assert (tmp_path / "routed.txt").read_text(encoding="utf-8").splitlines() == [
+        "The Eagle serves French food.", "The Rice serves Thai food."]
