@@ -63,8 +63,8 @@ def main() -> None:
                         help="the selection carve left out of training (0: every row trained)")
     parser.add_argument("--field", required=True, help="the field whose unseen values route a table")
     parser.add_argument("--output", default=None, help="write the routed texts here")
-    parser.add_argument("control")
-    parser.add_argument("candidate")
+    parser.add_argument("control", help="the texts kept where every value was seen in training")
+    parser.add_argument("candidate", help="the texts taken where a table has an unseen value")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
     from tablegen_tf.metrics.text_metrics import bleu_metric, reference_streams
